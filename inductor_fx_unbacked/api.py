@@ -1,0 +1,152 @@
+"""Public entry points: register the FX wrapper backend, and capture what it produces."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch._inductor import config
+from torch._inductor.codegen import common
+from torch._inductor.codegen.common import FileBackedGraphModule
+from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
+
+from . import _overlay
+from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
+
+SUPPORTED_DEVICES = ("cuda", "cpu")
+
+# Lists that receive every GraphModule the converter produces, while capturing.
+_graph_sinks: list[list[torch.fx.GraphModule]] = []
+
+
+class FxWrapperCodegen(WrapperFxCodegen):
+    """Upstream's FX wrapper codegen, with a pluggable converter and graph capture."""
+
+    converter_class: type[FxConverter] = FxConverter
+
+    def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
+        self.run_wrapper_ir_passes(is_inference)
+        gm = self.converter_class(
+            lines=self.lines,
+            prologue="\n".join([self.imports.getvalue(), self.header.getvalue()]),
+            graph_inputs=self.get_fx_graph_inputs(),
+            graph_outputs=self.get_graph_outputs(),
+            subgms=self.subgms,
+            is_subgraph=self.is_subgraph,
+        ).generate()
+        for sink in _graph_sinks:
+            sink.append(gm)
+        return FileBackedGraphModule(gm, self.compile_graph(gm)), None
+
+
+class InterpreterFxWrapperCodegen(FxWrapperCodegen):
+    """The FX wrapper codegen of the CPU mode: kernels run in Triton's interpreter."""
+
+    converter_class = InterpreterFxConverter
+
+
+@contextlib.contextmanager
+def fx_backend(device: str) -> Iterator[None]:
+    """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
+
+    Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
+    and the ``fx_wrapper`` slot (``aot_compile(..., options={"fx_wrapper": True})``)
+    of the device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton
+    kernels run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"``
+    inside the context only, and ``TRITON_INTERPRET=1`` must have been set before
+    Triton was imported. On exit, the previous registration, config, Triton
+    driver and overlay state are restored, also when the body raises.
+    """
+    if device not in SUPPORTED_DEVICES:
+        raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
+    if device == "cpu":
+        require_interpreter()
+    common.init_backend_registration()
+    with contextlib.ExitStack() as stack:
+        if not _overlay.is_enabled():
+            _overlay.enable()
+            stack.callback(_overlay.disable)
+        stack.callback(_restore_registration(device))
+        codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
+        previous = common.device_codegens[device]
+        common.register_backend_for_device(
+            device,
+            previous.scheduling,
+            codegen,
+            previous.cpp_wrapper_codegen,
+            codegen,
+            common.custom_backend_passes.get(device),
+            common.custom_backend_codegen_configs.get(device),
+        )
+        if device == "cpu":
+            stack.enter_context(config.patch(cpu_backend="triton"))
+            stack.enter_context(interpreter_driver())
+        yield
+
+
+def _restore_registration(device: str) -> Callable[[], None]:
+    """Return a callback that puts back the device's registration exactly as it is now."""
+    tables: list[dict[str, Any]] = [
+        common.device_codegens,
+        common.custom_backend_passes,
+        common.custom_backend_codegen_configs,
+    ]
+    missing = object()
+    saved = [table.get(device, missing) for table in tables]
+
+    def restore() -> None:
+        for table, value in zip(tables, saved):
+            if value is missing:
+                table.pop(device, None)
+            else:
+                table[device] = value
+
+    return restore
+
+
+@dataclasses.dataclass
+class CapturedGraphs:
+    """The result of one compiled call, and every FX graph compiled for it."""
+
+    outputs: Any
+    graphs: list[torch.fx.GraphModule]
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def capture_fx_graphs(
+    fn: Callable[..., Any], *args: Any, device: str | None = None, **compile_kwargs: Any
+) -> CapturedGraphs:
+    """Compile ``fn`` with the FX backend, call it on ``args``, and return the graphs.
+
+    ``graphs`` holds every ``GraphModule`` the FX converter produced for the call,
+    in the order it produced them: subgraphs (such as ``torch.cond`` branches)
+    before the graph that uses them, forward before backward. ``compile_kwargs``
+    go to ``torch.compile``. The caller's Inductor config is used as it is. To
+    make sure the call compiles afresh, Dynamo's caches are reset first.
+    """
+    with fx_backend(device or default_device()), recording_graphs() as graphs:
+        torch._dynamo.reset()
+        outputs = torch.compile(fn, **compile_kwargs)(*args)
+    if not graphs:
+        raise RuntimeError(
+            f"compiling {getattr(fn, '__name__', fn)!r} produced no FX graph: "
+            "Dynamo ran it eagerly (pass fullgraph=True to see why)"
+        )
+    return CapturedGraphs(outputs, graphs)
+
+
+@contextlib.contextmanager
+def recording_graphs() -> Iterator[list[torch.fx.GraphModule]]:
+    """Collect every GraphModule that the FX backends of this package produce inside."""
+    graphs: list[torch.fx.GraphModule] = []
+    _graph_sinks.append(graphs)
+    try:
+        yield graphs
+    finally:
+        _graph_sinks.remove(graphs)

@@ -1,0 +1,1 @@
+"""Wrapper codegen additions, laid out like ``torch/_inductor/codegen``."""

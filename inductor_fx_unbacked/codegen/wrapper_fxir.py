@@ -1,0 +1,277 @@
+"""FX conversion of unbacked-symbol definitions and of Triton kernel calls.
+
+Mirrors ``torch/_inductor/codegen/wrapper_fxir.py``. The two ``_generate_*``
+functions are methods of ``FxConverter`` once the overlay is enabled (see
+``inductor_fx_unbacked._overlay``); the rest is plain code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import operator
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import sympy
+import torch
+from torch._higher_order_ops.triton_kernel_wrap import (
+    tracing_triton_hopifier_singleton,
+    triton_kernel_wrapper_mutation,
+)
+from torch._inductor import config
+from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
+from torch._inductor.codegen.wrapper import KernelCallLine, SymbolicCallArg
+from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, replace_floor_div
+from torch._inductor.runtime.triton_heuristics import GridExpr
+from torch._inductor.virtualized import V
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils._ordered_set import OrderedSet
+
+from .keypath import INDEXED_METHODS, UnsupportedStep, define_symbol
+from .wrapper import UnbackedSymbolDefsLine
+
+if TYPE_CHECKING:
+    from torch._inductor.codegen.wrapper_fxir import FxConverter
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+aten = torch.ops.aten
+log = logging.getLogger(__name__)
+
+#: FX targets of the method calls that a KeyPath can contain, by (method, indexed).
+_METHOD_TARGETS = {
+    ("size", True): aten.sym_size.int,
+    ("stride", True): aten.sym_stride.int,
+    ("storage_offset", False): aten.sym_storage_offset.default,
+    ("numel", False): aten.sym_numel.default,
+    ("item", False): aten.item.default,
+}
+assert {m for m, indexed in _METHOD_TARGETS if indexed} == set(INDEXED_METHODS)
+
+
+class FxKeyPathEmitter:
+    """Renders each KeyPath step as one FX node in the converter's graph."""
+
+    def __init__(self, converter: FxConverter, symbol: sympy.Symbol) -> None:
+        self.converter = converter
+        self.graph = converter.gm.graph
+        self.symbol = symbol
+
+    def method_call(
+        self, value: torch.fx.Node, method: str, index: int | None
+    ) -> torch.fx.Node:
+        target = _METHOD_TARGETS.get((method, index is not None))
+        if target is None:
+            called = f"{method}()" if index is None else f"{method}({index})"
+            raise UnsupportedStep(f"no FX operator for the method call .{called}")
+        args = (value,) if index is None else (value, index)
+        return self.graph.call_function(target, args)
+
+    def sequence_item(self, value: torch.fx.Node, index: int) -> torch.fx.Node:
+        return self.graph.call_function(operator.getitem, (value, index))
+
+    def floor_divide(self, value: torch.fx.Node, divisor: Any) -> torch.fx.Node:
+        divisor_arg = self.converter._generate_sym_node(_as_sympy(divisor))
+        if divisor != 1:
+            remainder = self.graph.call_function(operator.mod, (value, divisor_arg))
+            divisible = self.graph.call_function(operator.eq, (remainder, 0))
+            check = self.graph.call_function(
+                aten._assert_scalar.default,
+                (divisible, f"{self.symbol}: {value.name} is not divisible by {divisor}"),
+            )
+            check.meta["runtime_assert"] = True
+        return self.graph.call_function(operator.floordiv, (value, divisor_arg))
+
+    def convert_int(self, value: torch.fx.Node) -> torch.fx.Node:
+        return self.graph.call_function(torch.sym_ite, (value, 1, 0))
+
+    def inner_tensor(self, value: torch.fx.Node, attr: str) -> torch.fx.Node:
+        return self.graph.call_function(getattr, (value, attr))
+
+
+def _as_sympy(value: Any) -> Any:
+    return value.node.expr if isinstance(value, torch.SymInt) else value
+
+
+def _generate_unbacked_symbol_defs(self: FxConverter, line: Any) -> None:
+    """Define each unbacked symbol of the line with FX nodes and register it.
+
+    Every node that defines a symbol carries ``meta["unbacked_symbol"]``, and the
+    symbol is registered so that later allocations, views, grids and kernel
+    arguments use that node. A symbol that is already defined is left alone, and
+    the root buffer is looked up only when there is something to define.
+    """
+    assert isinstance(line, UnbackedSymbolDefsLine), type(line)
+    for symbol, keypath in line.unbacked_bindings.items():
+        if symbol in self.expr_to_proxy or str(symbol) in self.buffer_to_node:
+            continue
+        root_node = self.buffer_to_node[line.output_name]
+        node = define_symbol(symbol, keypath, root_node, FxKeyPathEmitter(self, symbol))
+        node.meta["unbacked_symbol"] = symbol
+        self._record_allocation(SymbolBuffer(symbol), node)
+        self._generate_size_proxy(node, symbol)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconciledCallArgs:
+    """Triton launch arguments, by name.
+
+    ``kernel_kwargs`` are the kernel's own parameters in signature order, config
+    kwargs (block sizes) excluded; ``launcher_kwargs`` are Inductor's extra launcher
+    arguments, which only the grid reads.
+    """
+
+    kernel_kwargs: dict[str, Any]
+    launcher_kwargs: dict[str, Any]
+
+
+def reconcile_triton_call_args(
+    signature: Sequence[str],
+    constants: Mapping[str, Any],
+    call_args: Sequence[Any],
+    config_kwargs: Mapping[str, Any],
+    extra_launcher_args: Sequence[str] = (),
+) -> ReconciledCallArgs:
+    """Match Inductor's positional call args to the kernel signature, by name.
+
+    Inductor passes one value per non-config parameter, in signature order, then
+    the declared extra launcher arguments. Constants from ``triton_meta`` win over
+    the passed value (an equal-to-1 ``xnumel`` is both passed and constant), and
+    a parameter with neither is an error. A positional value that would land on a
+    config kwarg means the two lists disagree, so it fails loudly instead of being
+    silently overwritten by the config.
+    """
+    n_extra = len(extra_launcher_args)
+    positional = list(call_args[: len(call_args) - n_extra])
+    launcher_values = list(call_args[len(call_args) - n_extra :])
+    names = [name for name in signature if name not in config_kwargs]
+    assert len(positional) <= len(names), (
+        f"{len(positional)} positional call args for {len(names)} non-config "
+        f"parameters {names}: value {positional[len(names)]!r} would land on a "
+        f"config kwarg of {sorted(config_kwargs)}"
+    )
+    by_name = dict(zip(names, positional)) | {
+        name: value for name, value in constants.items() if name in names
+    }
+    missing = [name for name in names if name not in by_name]
+    assert not missing, f"no call arg or constant for parameters {missing}"
+    return ReconciledCallArgs(
+        kernel_kwargs={name: by_name[name] for name in names},
+        launcher_kwargs=dict(zip(extra_launcher_args, launcher_values)),
+    )
+
+
+def _generate_triton_call(self: FxConverter, line: Any) -> None:
+    """Convert a Triton kernel call into a ``triton_kernel_wrapper_mutation`` node."""
+    assert isinstance(line, KernelCallLine), type(line)
+    kernel = self.kernels[line.kernel_name]
+    tuner = kernel.tuner
+    call_args = tuple(_lookup_call_arg(self, arg) for arg in line.call_args)
+
+    if config.triton.autotune_at_compile_time:
+        _autotune_unless_unhinted(tuner, call_args)
+    # Tuning prunes the compile results to the winner, so this is the config
+    # that runs in every case.
+    kernel_config = tuner.compile_results[0].config
+
+    reconciled = reconcile_triton_call_args(
+        signature=list(tuner.triton_meta["signature"]),
+        constants=tuner.triton_meta.get("constants", {}),
+        call_args=call_args,
+        config_kwargs=kernel_config.kwargs,
+        extra_launcher_args=tuner.inductor_meta.get("extra_launcher_args", ()),
+    )
+    grid = GridExpr.from_meta(tuner.inductor_meta, kernel_config).eval_slow(
+        reconciled.kernel_kwargs | reconciled.launcher_kwargs | kernel_config.kwargs
+    )
+    grid = [replace_floor_div(x) if isinstance(x, sympy.Expr) else x for x in grid]
+    call_kwargs = {
+        name: self._generate_sym_node(value)
+        for name, value in (reconciled.kernel_kwargs | kernel_config.kwargs).items()
+    }
+    call_kwargs, constant_args_idx = (
+        tracing_triton_hopifier_singleton.store_non_graphable_args(call_kwargs)
+    )
+    node = self.gm.graph.call_function(
+        triton_kernel_wrapper_mutation,
+        kwargs={
+            "kernel_idx": kernel.wrapped.kernel_idx,
+            "constant_args_idx": constant_args_idx,
+            "grid": [tuple(self._generate_sym_nodes(grid))],
+            "tma_descriptor_metadata": {},
+            "kwargs": call_kwargs,
+        },
+    )
+    if extra_options := getattr(kernel_config, "extra_options", None):
+        node.meta["extra_options"] = extra_options
+
+
+def _lookup_call_arg(self: FxConverter, arg: Any) -> Any:
+    """Map one wrapper call arg to an FX node or a sympy expression.
+
+    A 0-d tensor that Dynamo made from a Python scalar is passed by value, as the
+    Python wrapper does with ``.item()``: the kernel's parameter is a scalar.
+    """
+    if isinstance(arg, SymbolicCallArg):
+        return arg.inner_expr
+    if not isinstance(arg, str):
+        return arg
+    node = self.buffer_to_node[arg]
+    if should_unwrap_unspec_arg(arg):
+        return self.gm.graph.call_function(aten.item.default, (node,))
+    return node
+
+
+def _autotune_unless_unhinted(tuner: CachingAutotuner, call_args: Sequence[Any]) -> None:
+    """Tune the kernel on real tensors, unless its sizes depend on unhinted symbols.
+
+    An unbacked symbol without a user hint has no meaningful size to tune on, so
+    the kernel keeps its first config and one warning names it and the symbols.
+    """
+    kernel_name = tuner.fn.__name__
+    unhinted = _unhinted_unbacked_symbols(call_args)
+    if unhinted:
+        log.warning(
+            "Not autotuning Triton kernel %s at compile time: its arguments depend "
+            "on unbacked symbols without a hint (%s). It runs with its first config.",
+            kernel_name,
+            ", ".join(sorted(map(str, unhinted))),
+        )
+        return
+    from triton.runtime import driver
+
+    log.info("Autotuning Triton kernel %s at compile time.", kernel_name)
+    device = driver.active.get_current_device()
+    stream = driver.active.get_current_stream(device)
+    tuner.run(*[_tuning_value(arg) for arg in call_args], stream=stream)
+
+
+def _tuning_value(arg: Any) -> Any:
+    hint = V.graph.sizevars.optimization_hint
+    if not isinstance(arg, torch.fx.Node):
+        return hint(arg)
+    fake = arg.meta["val"]
+    if not isinstance(fake, torch.Tensor):
+        return hint(_as_sympy(fake))
+    return torch.empty_strided(
+        [hint(_as_sympy(s)) for s in fake.shape],
+        [hint(_as_sympy(s)) for s in fake.stride()],
+        dtype=fake.dtype,
+        device=fake.device,
+    ).zero_()
+
+
+def _unhinted_unbacked_symbols(call_args: Sequence[Any]) -> OrderedSet[sympy.Symbol]:
+    exprs: list[Any] = []
+    for arg in call_args:
+        if isinstance(arg, torch.fx.Node):
+            fake = arg.meta.get("val")
+            if isinstance(fake, torch.Tensor):
+                exprs += [*fake.shape, *fake.stride(), fake.storage_offset()]
+            else:
+                exprs.append(fake)
+        else:
+            exprs.append(arg)
+    exprs = [_as_sympy(e) for e in exprs if isinstance(e, (sympy.Expr, torch.SymInt))]
+    hinted = V.graph.sizevars.var_to_hint_override
+    return OrderedSet(s for s in free_unbacked_symbols(exprs) if s not in hinted)

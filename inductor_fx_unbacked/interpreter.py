@@ -1,0 +1,125 @@
+"""Run Inductor's FX wrapper backend on a CPU-only machine, through Triton's interpreter.
+
+With ``TRITON_INTERPRET=1``, ``@triton.jit`` kernels become ``InterpretedFunction``
+objects that run on CPU tensors with NumPy. Three things stand between that and
+the FX backend, and this module supplies them:
+
+1. Triton needs one active driver that reports a target and a device; a CPU-only
+   machine has none. :class:`InterpreterDriver` stands in for it.
+2. Interpreter mode never precompiles, so a kernel has no compile result to read
+   its launch config from. :class:`InterpreterFxConverter` gives it one holding
+   the first config, which is the config the interpreter runs.
+3. ``wrap_triton`` returns a raw ``InterpretedFunction``, which has no index in
+   the kernel side table that ``triton_kernel_wrapper_mutation`` nodes refer to.
+   The converter wraps it so that it gets one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
+from torch._inductor.codegen.wrapper_fxir import FxConverter
+
+INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+class InterpreterNotEnabledError(RuntimeError):
+    """CPU mode was asked for, but Triton was not started in interpreter mode."""
+
+
+def require_interpreter() -> None:
+    """Raise unless ``TRITON_INTERPRET=1`` is in the environment."""
+    if os.environ.get(INTERPRET_ENV) != "1":
+        raise InterpreterNotEnabledError(
+            "the FX backend on CPU runs Triton kernels with Triton's interpreter, "
+            f"which needs {INTERPRET_ENV}=1 in the environment before Triton is "
+            f"imported; start Python with {INTERPRET_ENV}=1 "
+            "(python -m inductor_fx_unbacked demo sets it itself)"
+        )
+
+
+def _make_driver() -> Any:
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+
+    class InterpreterDriver(DriverBase):
+        """A Triton driver for the interpreter: CPU device, a CUDA-shaped target.
+
+        Inductor asks the driver for a target to pick a compiler backend and hash
+        its options; the interpreter never compiles, so any installed backend that
+        accepts the target will do. Triton wheels ship the NVIDIA one.
+        """
+
+        @classmethod
+        def is_active(cls) -> bool:
+            return True
+
+        def map_python_to_cpp_type(self, ty: str) -> str:
+            return ty
+
+        def get_current_target(self) -> Any:
+            return GPUTarget("cuda", 80, 32)
+
+        def get_active_torch_device(self) -> torch.device:
+            return torch.device("cpu")
+
+        def get_benchmarker(self) -> Any:
+            from triton.testing import do_bench
+
+            return do_bench
+
+        def get_device_interface(self) -> Any:
+            return torch.cpu
+
+        def get_current_device(self) -> int:
+            return 0
+
+        def set_current_device(self, device: int) -> None:
+            pass
+
+        def get_current_stream(self, device: int | None = None) -> int:
+            return 0
+
+    return InterpreterDriver()
+
+
+@contextlib.contextmanager
+def interpreter_driver() -> Iterator[None]:
+    """Make the interpreter driver Triton's active driver, and restore the previous one."""
+    from triton.runtime.driver import driver
+
+    previous = driver._active
+    driver.set_active(_make_driver())
+    try:
+        yield
+    finally:
+        driver._active = previous
+
+
+@dataclasses.dataclass(frozen=True)
+class InterpretedCompileResult:
+    """The compile result of an interpreted kernel: only its config is known."""
+
+    config: Any
+
+
+class InterpreterFxConverter(FxConverter):
+    """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
+
+    def _import_kernel(self, code: str, kernel_name: str) -> Any:
+        tuner = super()._import_kernel(code, kernel_name)
+        if not tuner.compile_results:
+            tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]
+        return tuner
+
+    def _generate_kernel_definition(self, line: Any) -> None:
+        super()._generate_kernel_definition(line)
+        kernel = self.kernels[line.kernel_name]
+        if not isinstance(kernel.wrapped, TraceableTritonKernelWrapper):
+            kernel.wrapped = TraceableTritonKernelWrapper(kernel.tuner.fn, None, None)
