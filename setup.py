@@ -1,0 +1,4 @@
+# Metadata lives in pyproject.toml; this file exists for tools that still call setup.py.
+from setuptools import setup
+
+setup()
