@@ -3,7 +3,14 @@
 ``enable()`` installs the overlay onto upstream Inductor classes; ``fx_backend``
 compiles with the FX wrapper backend (on CPU through Triton's interpreter);
 ``capture_fx_graphs`` returns the FX graphs a compiled call produced.
+
+Importing the package does not import Triton, so that a program (and
+``python -m inductor_fx_unbacked``) can still set ``TRITON_INTERPRET=1`` first;
+the names that need Inductor's codegen load on first use.
 """
+
+import importlib
+from typing import Any
 
 from ._overlay import (
     SUPPORTED_TORCH,
@@ -12,20 +19,28 @@ from ._overlay import (
     enable,
     is_enabled,
 )
-from .api import CapturedGraphs, capture_fx_graphs, fx_backend, recording_graphs
-from .interpreter import InterpreterNotEnabledError
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    "CapturedGraphs": "api",
+    "capture_fx_graphs": "api",
+    "fx_backend": "api",
+    "recording_graphs": "api",
+    "InterpreterNotEnabledError": "interpreter",
+}
+
 __all__ = [
     "SUPPORTED_TORCH",
-    "CapturedGraphs",
-    "InterpreterNotEnabledError",
     "UnsupportedTorchVersionError",
-    "capture_fx_graphs",
     "disable",
     "enable",
-    "fx_backend",
     "is_enabled",
-    "recording_graphs",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

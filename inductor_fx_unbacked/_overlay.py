@@ -71,6 +71,9 @@ def patches() -> list[Patch]:
             "_generate_unbacked_symbol_defs",
             wrapper_fxir._generate_unbacked_symbol_defs,
         ),
+        Patch(
+            FxConverter, "_generate_dynamic_scalar", wrapper_fxir._generate_dynamic_scalar
+        ),
         Patch(FxConverter, "_generate_triton_call", wrapper_fxir._generate_triton_call),
     ]
 

@@ -21,7 +21,11 @@ from torch._higher_order_ops.triton_kernel_wrap import (
 )
 from torch._inductor import config
 from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
-from torch._inductor.codegen.wrapper import KernelCallLine, SymbolicCallArg
+from torch._inductor.codegen.wrapper import (
+    DynamicScalarLine,
+    KernelCallLine,
+    SymbolicCallArg,
+)
 from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, replace_floor_div
 from torch._inductor.runtime.triton_heuristics import GridExpr
 from torch._inductor.virtualized import V
@@ -103,13 +107,38 @@ def _generate_unbacked_symbol_defs(self: FxConverter, line: Any) -> None:
     """
     assert isinstance(line, UnbackedSymbolDefsLine), type(line)
     for symbol, keypath in line.unbacked_bindings.items():
-        if symbol in self.expr_to_proxy or str(symbol) in self.buffer_to_node:
-            continue
-        root_node = self.buffer_to_node[line.output_name]
-        node = define_symbol(symbol, keypath, root_node, FxKeyPathEmitter(self, symbol))
-        node.meta["unbacked_symbol"] = symbol
-        self._record_allocation(SymbolBuffer(symbol), node)
-        self._generate_size_proxy(node, symbol)
+        if not _is_defined(self, symbol):
+            root_node = self.buffer_to_node[line.output_name]
+            emitter = FxKeyPathEmitter(self, symbol)
+            _register_symbol(self, symbol, define_symbol(symbol, keypath, root_node, emitter))
+
+
+def _generate_dynamic_scalar(self: FxConverter, line: Any) -> None:
+    """Define the symbol of ``.item()`` (``ir.DynamicScalar``) on the same KeyPath walk.
+
+    The scalar is read with ``aten.item``; the node's KeyPath (empty, a
+    ``ConvertIntKey`` for bools, or a ``DivideByKey``) then applies to it.
+    """
+    assert isinstance(line, DynamicScalarLine), type(line)
+    ir_node = line.node
+    if _is_defined(self, ir_node.sym):
+        return
+    (data,) = ir_node.inputs
+    scalar = self.gm.graph.call_function(aten.item.default, (self._generate_buffer(data),))
+    emitter = FxKeyPathEmitter(self, ir_node.sym)
+    node = define_symbol(ir_node.sym, ir_node.keypath, scalar, emitter)
+    _register_symbol(self, ir_node.sym, node)
+
+
+def _is_defined(self: FxConverter, symbol: sympy.Symbol) -> bool:
+    return symbol in self.expr_to_proxy or str(symbol) in self.buffer_to_node
+
+
+def _register_symbol(self: FxConverter, symbol: sympy.Symbol, node: torch.fx.Node) -> None:
+    """Make ``node`` the definition that later lines use for ``symbol``."""
+    node.meta["unbacked_symbol"] = symbol
+    self._record_allocation(SymbolBuffer(symbol), node)
+    self._generate_size_proxy(node, symbol)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,110 @@
+"""Installing and removing the overlay, and the fx_backend context."""
+
+import os
+
+import pytest
+import torch
+from torch._inductor import config
+from torch._inductor.codegen import common
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked import _overlay
+
+
+@pytest.fixture(autouse=True)
+def overlay_disabled():
+    ifx.disable()
+    yield
+    ifx.disable()
+
+
+def current(patch):
+    return patch.owner.__dict__.get(patch.name)
+
+
+def test_disable_restores_identical_upstream_objects():
+    originals = {(p.owner, p.name): current(p) for p in _overlay.patches()}
+    ifx.enable()
+    assert ifx.is_enabled()
+    for patch in _overlay.patches():
+        assert current(patch) is patch.replacement
+        assert current(patch) is not originals[(patch.owner, patch.name)]
+    ifx.disable()
+    assert not ifx.is_enabled()
+    for patch in _overlay.patches():
+        assert current(patch) is originals[(patch.owner, patch.name)]
+
+
+def test_repeated_enable_and_disable_are_safe():
+    originals = [current(p) for p in _overlay.patches()]
+    ifx.enable()
+    ifx.enable()
+    assert [current(p) for p in _overlay.patches()] == [
+        p.replacement for p in _overlay.patches()
+    ]
+    ifx.disable()
+    ifx.disable()
+    assert [current(p) for p in _overlay.patches()] == originals
+
+
+@pytest.mark.parametrize("version", ["2.9.1", "2.10.0+cu128", "2.14.0", "2.14.0a0+git1234"])
+def test_unsupported_torch_version_is_refused(monkeypatch, version):
+    monkeypatch.setattr(torch, "__version__", version)
+    with pytest.raises(ifx.UnsupportedTorchVersionError, match=r"torch>=2\.11,<2\.14") as e:
+        ifx.enable()
+    assert version in str(e.value)
+    assert not ifx.is_enabled()
+
+
+@pytest.mark.parametrize("version", ["2.11.0", "2.12.1+cpu", "2.13.0"])
+def test_supported_torch_versions_are_accepted(version):
+    _overlay.check_torch_version(version)
+
+
+def registration_state(device):
+    return (
+        common.device_codegens.get(device),
+        common.custom_backend_passes.get(device),
+        common.custom_backend_codegen_configs.get(device),
+        config.cpu_backend,
+    )
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_fx_backend_restores_registration_and_config_when_body_raises(device):
+    if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("CPU mode needs TRITON_INTERPRET=1")
+    common.init_backend_registration()
+    before = registration_state(device)
+    with pytest.raises(KeyError, match="from the body"):
+        with ifx.fx_backend(device):
+            assert ifx.is_enabled()
+            codegen = common.device_codegens[device]
+            assert codegen.wrapper_codegen is codegen.fx_wrapper_codegen
+            assert codegen.wrapper_codegen.__name__.endswith("FxWrapperCodegen")
+            assert config.cpu_backend == ("triton" if device == "cpu" else before[3])
+            raise KeyError("from the body")
+    assert registration_state(device) == before
+    assert not ifx.is_enabled()
+
+
+def test_fx_backend_keeps_an_enabled_overlay_enabled():
+    ifx.enable()
+    with ifx.fx_backend("cuda"):
+        pass
+    assert ifx.is_enabled()
+
+
+def test_cpu_mode_without_triton_interpret_is_refused(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    before = registration_state("cpu")
+    with pytest.raises(ifx.InterpreterNotEnabledError, match="TRITON_INTERPRET=1"):
+        with ifx.fx_backend("cpu"):
+            pass
+    assert registration_state("cpu") == before
+
+
+def test_unknown_device_is_refused():
+    with pytest.raises(ValueError, match="'xpu'"):
+        with ifx.fx_backend("xpu"):
+            pass
