@@ -72,6 +72,9 @@ def patches() -> list[Patch]:
             wrapper_fxir._generate_unbacked_symbol_defs,
         ),
         Patch(
+            FxConverter, "_generate_graph_inputs", wrapper_fxir._generate_graph_inputs
+        ),
+        Patch(
             FxConverter, "_generate_dynamic_scalar", wrapper_fxir._generate_dynamic_scalar
         ),
         Patch(FxConverter, "_generate_triton_call", wrapper_fxir._generate_triton_call),

@@ -130,6 +130,37 @@ def _generate_dynamic_scalar(self: FxConverter, line: Any) -> None:
     _register_symbol(self, ir_node.sym, node)
 
 
+def _generate_graph_inputs(self: FxConverter) -> None:
+    """Convert the graph inputs to placeholders, one per input, in order.
+
+    A subgraph can receive one symbol twice: duck sizing gives equal dims one
+    symbol, and each lifted use of it is an input of its own (``torch.cond``
+    branches closing over ``y.shape[0]`` and ``z.shape[0]``). Upstream names
+    every symbol placeholder after its symbol, which defines the name twice; a
+    repeat is named after its input instead and defines nothing new.
+    """
+    for name, ir_node in self.graph_inputs.items():
+        if ir_node is None:
+            # Keeps the signature of the input module.
+            self.gm.graph.placeholder(name)
+            continue
+        if isinstance(ir_node, (int, float, sympy.Integer, sympy.Float)):
+            # A constant input gets a symbol of its own.
+            buffer = SymbolBuffer(sympy.Symbol(name, is_integer=True))
+            example = ir_node
+        else:
+            buffer = self._get_buffer(ir_node)
+            example = buffer.get_example()
+        is_symbol = isinstance(ir_node, sympy.Symbol)
+        repeated = is_symbol and _is_defined(self, ir_node)
+        placeholder = self.gm.graph.placeholder(name if repeated else buffer.get_name())
+        placeholder.meta["val"] = example
+        if not repeated:
+            self._record_allocation(buffer, placeholder)
+            if is_symbol:
+                self._generate_size_proxy(placeholder, ir_node)
+
+
 def _is_defined(self: FxConverter, symbol: sympy.Symbol) -> bool:
     return symbol in self.expr_to_proxy or str(symbol) in self.buffer_to_node
 

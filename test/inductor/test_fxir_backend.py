@@ -71,6 +71,10 @@ def kernel_calls(graphs):
     ]
 
 
+def returns_nothing(node):
+    return isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.returns
+
+
 def describe(node):
     """A node as ``target(args)``, with KeyPath steps expanded down to their root."""
     if node.meta.get("unbacked_symbol") is None and node.target in (
@@ -137,7 +141,7 @@ class FxirTestCase(InductorTestCase):
                 if node.target is torch.ops.higher_order.triton_kernel_wrapper_mutation:
                     continue
                 self.assertIn("val", node.meta, f"{node.format_node()} has no meta['val']")
-                if node.meta.get("runtime_assert"):
+                if node.meta.get("runtime_assert") or returns_nothing(node):
                     continue
                 self.assertIsNotNone(node.meta["val"], node.format_node())
 
@@ -263,3 +267,284 @@ class FxBackendBasicsTest(FxirTestCase):
         self.assertEqual(gm(*args), Model()(*args))
         self.assertGreater(len(kernel_calls(graphs)), 0)
 
+
+
+class MismatchedOutputSize(torch.nn.Module):
+    """The model of upstream's ``CondModels.MismatchedOutputSize``: the branches
+    return different numbers of rows, so the cond output binds an unbacked symbol."""
+
+    def forward(self, p, x, y, z):
+        a = y.shape[0]
+        b = z.shape[0]
+
+        def true_fn(x):
+            return (x + a)[2:].sin()
+
+        def false_fn(x):
+            return (x + b * z)[:2].cos()
+
+        return y.sum() - torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
+
+
+def grid_only_nodes(gm):
+    """Nodes that only compute launch grids, which differ between devices."""
+    grid_nodes = set()
+    for node in reversed(gm.graph.nodes):
+        users = list(node.users)
+        if users and all(
+            u in grid_nodes
+            or (
+                u.target is torch.ops.higher_order.triton_kernel_wrapper_mutation
+                and node not in u.kwargs["kwargs"].values()
+            )
+            for u in users
+        ):
+            grid_nodes.add(node)
+    return grid_nodes
+
+
+def fx_outline(gm):
+    """The graph as code, without launch geometry (grids, block sizes) or devices."""
+    skip = grid_only_nodes(gm)
+
+    def fmt(a):
+        if isinstance(a, torch.fx.Node):
+            return a.name
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(fmt(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner})"
+        return repr(a)
+
+    lines = []
+    for node in gm.graph.nodes:
+        if node in skip:
+            continue
+        if node.op == "placeholder":
+            lines.append(f"{node.name} = placeholder")
+        elif node.op == "get_attr":
+            lines.append(f"{node.name} = self.{node.target}")
+        elif node.op == "output":
+            lines.append(f"return {fmt(node.args[0])}")
+        elif node.target is torch.ops.higher_order.triton_kernel_wrapper_mutation:
+            tensors = {k: v for k, v in node.kwargs["kwargs"].items() if isinstance(v, torch.fx.Node)}
+            lines.append(f"triton_kernel({', '.join(f'{k}={v}' for k, v in tensors.items())})")
+        else:
+            target = getattr(node.target, "__name__", str(node.target))
+            if isinstance(node.target, torch._ops.OpOverload):
+                target = str(node.target)
+            args = [fmt(a) for a in node.args]
+            args += [f"{k}={fmt(v)}" for k, v in node.kwargs.items() if k != "device"]
+            mark = ""
+            if (symbol := node.meta.get("unbacked_symbol")) is not None:
+                mark = f"  # defines {symbol}"
+            lines.append(f"{node.name} = {target}({', '.join(args)}){mark}")
+    return "\n".join(lines)
+
+
+@instantiate_parametrized_tests
+class UnbackedSymbolDefsTest(FxirTestCase):
+    """Programs whose output sizes depend on data: unbacked symbol definitions."""
+
+    def mismatched_inputs(self, pred, rows=10):
+        g = torch.Generator().manual_seed(rows + pred)
+        x, y, z = (
+            (torch.randn(rows, 20, generator=g) + (1 if pred else -1)).to(self.device)
+            for _ in range(3)
+        )
+        return (torch.tensor([pred], device=self.device), x, y, z)
+
+    def test_mismatched_branch_output_size_compiled(self):
+        model = MismatchedOutputSize()
+        graphs = self.run_fx(
+            model,
+            [
+                self.mismatched_inputs(True),
+                self.mismatched_inputs(False),
+                self.mismatched_inputs(True, rows=13),
+            ],
+            dynamic=True,
+        )
+        self.assertEqual(len(graphs), 3)  # two branches, then the main graph
+        self.assertEqual(symbol_definitions(graphs), {"u0": "sym_size(getitem(cond, 0), 0)"})
+
+    @parametrize("pred", [False, True])
+    def test_mismatched_branch_dynamic(self, pred):
+        """Upstream's PR test: export, then ``aot_compile(fx_wrapper=True)``."""
+        model = MismatchedOutputSize()
+        inputs = self.mismatched_inputs(pred)
+        s0 = torch.export.Dim("s0", min=4, max=1024)
+        s1 = torch.export.Dim("s1", min=4, max=1024)
+        dynamic_shapes = {"p": {}, "x": {0: s0, 1: None}, "y": {0: s1, 1: None}, "z": {0: s0, 1: None}}
+        with torch.no_grad():
+            ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes, strict=False)
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            gm = torch._inductor.aot_compile(
+                ep.module(), inputs, options={"fx_wrapper": True, "compile_threads": 1, **ASSERTS_OFF}
+            )
+        for args in (inputs, self.mismatched_inputs(not pred, rows=12)):
+            self.assertEqual(gm(*args), model(*args))
+        self.check_meta(graphs)
+        self.assertEqual(symbol_definitions(graphs), {"u0": "sym_size(getitem(cond, 0), 0)"})
+
+    def test_nonzero(self):
+        graphs = self.run_fx(
+            lambda x: torch.nonzero(x > 0) * 2 + 1,
+            [(self.signed(32, 5),), (self.signed(32, 20),)],
+        )
+        self.assertEqual(symbol_definitions(graphs), {"u0": "sym_size(nonzero.default, 0)"})
+
+    def test_boolean_mask(self):
+        graphs = self.run_fx(
+            lambda x: x[x > 0] * 2, [(self.signed(32, 3),), (self.signed(32, 17),)]
+        )
+        self.assertEqual(symbol_definitions(graphs), {"u0": "sym_size(index.Tensor, 0)"})
+
+    def test_unique_return_counts(self):
+        def fn(x):
+            values, counts = torch.unique(x, return_counts=True)
+            return values + 1, counts * 2
+
+        graphs = self.run_fx(
+            fn,
+            [
+                (torch.tensor([3, 1, 3, 2, 2, 2], device=self.device),),
+                (torch.tensor([5, 4, 5, 7, 1, 9, 9, 0], device=self.device),),
+            ],
+        )
+        self.assertEqual(
+            symbol_definitions(graphs), {"u0": "sym_size(getitem(_unique2.default, 0), 0)"}
+        )
+
+    def test_masked_select(self):
+        graphs = self.run_fx(
+            lambda x: torch.masked_select(x, x > 0.5) * 2 + 1,
+            [(self.signed(32, 9),), (self.signed(32, 25),)],
+        )
+        self.assertEqual(symbol_definitions(graphs), {"u0": "sym_size(masked_select.default, 0)"})
+
+    def test_repeat_interleave_with_repeats_tensor(self):
+        graphs = self.run_fx(
+            lambda x, repeats: torch.repeat_interleave(x, repeats) * 2,
+            [
+                (self.signed(5, 5), torch.tensor([1, 0, 2, 3, 1], device=self.device)),
+                (self.signed(5, 5), torch.tensor([4, 4, 0, 1, 2], device=self.device)),
+            ],
+        )
+        (definition,) = symbol_definitions(graphs).values()
+        self.assertRegex(definition, r"^sym_size\(repeat_interleave\.Tensor, 0\)$")
+
+    def test_split_sizes_from_tolist(self):
+        def fn(x, lengths):
+            chunks = torch.split(x, lengths.tolist())
+            return torch.stack([chunk.sum() for chunk in chunks])
+
+        x = self.signed(16, 8)
+        graphs = self.run_fx(
+            fn,
+            [
+                (x, torch.tensor([2, 0, 5, 1, 3, 2, 2, 1], device=self.device)),
+                (x, torch.tensor([0, 4, 4, 0, 1, 1, 3, 3], device=self.device)),
+            ],
+        )
+        definitions = symbol_definitions(graphs)
+        self.assertEqual(len(definitions), 8)
+        for definition in definitions.values():
+            self.assertRegex(definition, r"^item\(")
+
+    def test_divide_by_key_custom_op(self):
+        """A fake size of ``4*u0``: the size is read, then divided by 4."""
+
+        def fn(x):
+            return four_per_positive(x) + 1
+
+        inputs = [(self.signed(8, 3),), (self.signed(8, 6),)]
+        graphs = self.run_fx(fn, inputs)
+        self.assertEqual(
+            symbol_definitions(graphs),
+            {"u0": "floordiv(sym_size(four_per_positive.default, 0), 4)"},
+        )
+        checks = [n for gm in graphs for n in gm.graph.nodes if n.meta.get("runtime_assert")]
+        self.assertEqual(len(checks), 1)
+        # The Python wrapper agrees with the FX backend and with eager.
+        compiled = torch.compile(fn, fullgraph=True)
+        for args in inputs:
+            self.assertEqual(compiled(*args), fn(*args))
+
+    def test_in_place_custom_op_binds_nothing(self):
+        def fn(x):
+            y = x.clone()
+            add_one_(y)
+            return torch.nonzero(y > 1)
+
+        graphs = self.run_fx(fn, [(self.signed(16, 4) + 0.5,), (self.signed(16, 11) + 0.5,)])
+        self.assertEqual(symbol_definitions(graphs), {"u0": "sym_size(nonzero.default, 0)"})
+
+    def test_expected_fx_code_nonzero(self):
+        (gm,) = self.run_fx(
+            lambda x: torch.nonzero(x > 0) * 2 + 1, [(self.signed(32, 5),), (self.signed(32, 9),)]
+        )
+        self.assertExpectedInline(
+            fx_outline(gm),
+            """\
+arg0_1 = placeholder
+buf0 = empty_strided([32], [1], dtype=torch.bool)
+triton_kernel(in_ptr0=arg0_1, out_ptr0=buf0)
+buf1 = aten.nonzero.default(buf0)
+sym_size_int = aten.sym_size.int(buf1, 0)  # defines u0
+as_strided = as_strided(buf1, [sym_size_int, 1], [1, 1], 0)
+triton_kernel(in_out_ptr0=as_strided, xnumel=sym_size_int)
+return as_strided""",
+        )
+
+    def test_expected_fx_code_cond(self):
+        graphs = self.run_fx(
+            MismatchedOutputSize(),
+            [self.mismatched_inputs(True), self.mismatched_inputs(False)],
+            dynamic=True,
+        )
+        self.assertExpectedInline(
+            "\n\n".join(fx_outline(gm) for gm in graphs),
+            """\
+true_graph_0_arg0_1 = placeholder
+s94 = placeholder
+s17 = placeholder
+true_graph_0_arg3_1 = placeholder
+true_graph_0_arg4_1 = placeholder
+sym_sum = sym_sum([-2, s17])
+true_graph_0_buf0 = empty_strided([sym_sum, s94], [s94, 1], dtype=torch.float32)
+mul = mul(-2, s94)
+mul_1 = mul(s17, s94)
+sym_sum_1 = sym_sum([mul, mul_1])
+triton_kernel(in_ptr0=true_graph_0_arg0_1, out_ptr0=true_graph_0_buf0, ks0=s94, ks1=s17, xnumel=sym_sum_1)
+return [true_graph_0_buf0]
+
+false_graph_0_arg0_1 = placeholder
+s94 = placeholder
+s17 = placeholder
+false_graph_0_arg3_1 = placeholder
+false_graph_0_arg4_1 = placeholder
+false_graph_0_buf0 = empty_strided([2, s94], [s94, 1], dtype=torch.float32)
+mul = mul(2, s94)
+triton_kernel(in_ptr0=false_graph_0_arg0_1, in_ptr1=false_graph_0_arg4_1, out_ptr0=false_graph_0_buf0, ks0=s17, xnumel=mul)
+return [false_graph_0_buf0]
+
+s17 = placeholder
+s94 = placeholder
+arg2_1 = placeholder
+arg3_1 = placeholder
+arg4_1 = placeholder
+true_graph_0 = self.true_graph_0
+false_graph_0 = self.false_graph_0
+buf1 = empty_strided([], [], dtype=torch.bool)
+mul = mul(s17, s94)
+triton_kernel(in_ptr0=arg4_1, out_ptr1=buf1, r0_numel=mul)
+cond = cond(buf1, true_graph_0, false_graph_0, (arg4_1, s94, s17, s17, arg3_1))
+getitem = getitem(cond, 0)
+sym_size_int = aten.sym_size.int(getitem, 0)  # defines u0
+buf3 = getitem(cond, 0)
+buf6 = empty_strided([], [], dtype=torch.float32)
+triton_kernel(in_ptr0=arg2_1, out_ptr0=buf6, r0_numel=mul)
+mul_1 = mul(sym_size_int, s94)
+triton_kernel(in_out_ptr0=buf3, in_ptr0=buf6, xnumel=mul_1)
+return buf3""",
+        )
