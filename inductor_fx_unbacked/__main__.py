@@ -108,9 +108,7 @@ def _same(a: Any, b: Any) -> bool:
     if spec_a != spec_b:
         return False
     return all(
-        x.shape == y.shape and torch.allclose(x, y)
-        if isinstance(x, torch.Tensor)
-        else x == y
+        x.shape == y.shape and torch.allclose(x, y) if isinstance(x, torch.Tensor) else x == y
         for x, y in zip(flat_a, flat_b)
     )
 

@@ -43,8 +43,7 @@ def check_torch_version(version: str | None = None) -> None:
     release = Version(Version(version).base_version)
     if not Version(low) <= release < Version(high):
         raise UnsupportedTorchVersionError(
-            f"inductor-fx-unbacked supports torch>={low},<{high}; "
-            f"the installed torch is {version}"
+            f"inductor-fx-unbacked supports torch>={low},<{high}; the installed torch is {version}"
         )
 
 
@@ -71,12 +70,8 @@ def patches() -> list[Patch]:
             "_generate_unbacked_symbol_defs",
             wrapper_fxir._generate_unbacked_symbol_defs,
         ),
-        Patch(
-            FxConverter, "_generate_graph_inputs", wrapper_fxir._generate_graph_inputs
-        ),
-        Patch(
-            FxConverter, "_generate_dynamic_scalar", wrapper_fxir._generate_dynamic_scalar
-        ),
+        Patch(FxConverter, "_generate_graph_inputs", wrapper_fxir._generate_graph_inputs),
+        Patch(FxConverter, "_generate_dynamic_scalar", wrapper_fxir._generate_dynamic_scalar),
         Patch(FxConverter, "_generate_triton_call", wrapper_fxir._generate_triton_call),
     ]
 
@@ -93,9 +88,7 @@ def enable() -> None:
         if _saved:
             return
         for patch in patches():
-            _saved[(patch.owner, patch.name)] = patch.owner.__dict__.get(
-                patch.name, _MISSING
-            )
+            _saved[(patch.owner, patch.name)] = patch.owner.__dict__.get(patch.name, _MISSING)
             setattr(patch.owner, patch.name, patch.replacement)
 
 

@@ -1,7 +1,6 @@
 """The KeyPath grammar and its text emitters, including a differential test of
 the Python text against upstream's emitter on the installed torch."""
 
-
 import pytest
 import sympy
 import torch
@@ -57,8 +56,7 @@ def test_divide_records_a_divisibility_check_unless_by_one():
     define_symbol(u0, (CallMethodKey("size"), SequenceKey(0), DivideByKey(1)), "buf0", emitter)
     assert emitter.divisibility_checks == [("buf0.size(0)", 4)]
     assert PythonTextEmitter.divisibility_check(u0, "buf0.size(0)", 4) == (
-        "if buf0.size(0) % 4 != 0: "
-        "raise RuntimeError('u0: buf0.size(0) is not divisible by 4')"
+        "if buf0.size(0) % 4 != 0: raise RuntimeError('u0: buf0.size(0) is not divisible by 4')"
     )
     assert CppTextEmitter.divisibility_check(u0, "buf1.size(0)", 4) == (
         "if (buf1.size(0) % 4 != 0) "

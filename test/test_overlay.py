@@ -39,9 +39,7 @@ def test_repeated_enable_and_disable_are_safe():
     originals = [current(p) for p in _overlay.patches()]
     ifx.enable()
     ifx.enable()
-    assert [current(p) for p in _overlay.patches()] == [
-        p.replacement for p in _overlay.patches()
-    ]
+    assert [current(p) for p in _overlay.patches()] == [p.replacement for p in _overlay.patches()]
     ifx.disable()
     ifx.disable()
     assert [current(p) for p in _overlay.patches()] == originals

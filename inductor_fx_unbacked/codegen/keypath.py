@@ -35,9 +35,7 @@ class UnsupportedKeyPathError(NotImplementedError):
         self.symbol = symbol
         self.keypath = tuple(keypath)
         self.reason = reason
-        super().__init__(
-            f"cannot define {symbol} from KeyPath {self.keypath!r}: {reason}"
-        )
+        super().__init__(f"cannot define {symbol} from KeyPath {self.keypath!r}: {reason}")
 
 
 class UnsupportedStep(Exception):
@@ -167,7 +165,4 @@ class CppTextEmitter(_TextEmitter):
     @staticmethod
     def divisibility_check(symbol: sympy.Symbol, dividend: str, divisor: Any) -> str:
         message = f"{symbol}: {dividend} is not divisible by {divisor}"
-        return (
-            f"if ({dividend} % {divisor} != 0) "
-            f'{{ throw std::runtime_error("{message}"); }}'
-        )
+        return f'if ({dividend} % {divisor} != 0) {{ throw std::runtime_error("{message}"); }}'

@@ -61,9 +61,7 @@ class FxKeyPathEmitter:
         self.graph = converter.gm.graph
         self.symbol = symbol
 
-    def method_call(
-        self, value: torch.fx.Node, method: str, index: int | None
-    ) -> torch.fx.Node:
+    def method_call(self, value: torch.fx.Node, method: str, index: int | None) -> torch.fx.Node:
         target = _METHOD_TARGETS.get((method, index is not None))
         if target is None:
             called = f"{method}()" if index is None else f"{method}({index})"
@@ -229,7 +227,7 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
     call_args = tuple(_lookup_call_arg(self, arg) for arg in line.call_args)
 
     if config.triton.autotune_at_compile_time:
-        _autotune_unless_unhinted(tuner, call_args)
+        _autotune_unless_unhinted(tuner, line.call_args, call_args)
     # Tuning prunes the compile results to the winner, so this is the config
     # that runs in every case.
     kernel_config = tuner.compile_results[0].config
@@ -249,8 +247,8 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
         name: self._generate_sym_node(value)
         for name, value in (reconciled.kernel_kwargs | kernel_config.kwargs).items()
     }
-    call_kwargs, constant_args_idx = (
-        tracing_triton_hopifier_singleton.store_non_graphable_args(call_kwargs)
+    call_kwargs, constant_args_idx = tracing_triton_hopifier_singleton.store_non_graphable_args(
+        call_kwargs
     )
     node = self.gm.graph.call_function(
         triton_kernel_wrapper_mutation,
@@ -282,14 +280,16 @@ def _lookup_call_arg(self: FxConverter, arg: Any) -> Any:
     return node
 
 
-def _autotune_unless_unhinted(tuner: CachingAutotuner, call_args: Sequence[Any]) -> None:
+def _autotune_unless_unhinted(
+    tuner: CachingAutotuner, wrapper_args: Sequence[Any], call_args: Sequence[Any]
+) -> None:
     """Tune the kernel on real tensors, unless its sizes depend on unhinted symbols.
 
     An unbacked symbol without a user hint has no meaningful size to tune on, so
     the kernel keeps its first config and one warning names it and the symbols.
     """
     kernel_name = tuner.fn.__name__
-    unhinted = _unhinted_unbacked_symbols(call_args)
+    unhinted = _unhinted_unbacked_symbols(wrapper_args, call_args)
     if unhinted:
         log.warning(
             "Not autotuning Triton kernel %s at compile time: its arguments depend "
@@ -321,10 +321,21 @@ def _tuning_value(arg: Any) -> Any:
     ).zero_()
 
 
-def _unhinted_unbacked_symbols(call_args: Sequence[Any]) -> OrderedSet[sympy.Symbol]:
+def _unhinted_unbacked_symbols(
+    wrapper_args: Sequence[Any], call_args: Sequence[Any]
+) -> OrderedSet[sympy.Symbol]:
+    """The unbacked symbols without a user hint in the kernel's sizes and strides.
+
+    Tensor arguments are read from Inductor's own buffers, so that the symbols
+    named are Inductor's (``u0``), not the fresh ones that re-running ops on fake
+    tensors creates for ``meta["val"]``.
+    """
     exprs: list[Any] = []
-    for arg in call_args:
-        if isinstance(arg, torch.fx.Node):
+    for wrapper_arg, arg in zip(wrapper_args, call_args):
+        buffer = V.graph.try_get_buffer(wrapper_arg) if isinstance(wrapper_arg, str) else None
+        if buffer is not None and hasattr(buffer, "get_stride"):
+            exprs += [*buffer.get_size(), *buffer.get_stride()]
+        elif isinstance(arg, torch.fx.Node):
             fake = arg.meta.get("val")
             if isinstance(fake, torch.Tensor):
                 exprs += [*fake.shape, *fake.stride(), fake.storage_offset()]

@@ -38,6 +38,7 @@ ASSERTS_OFF = {
     "nan_asserts": False,
 }
 
+
 # Custom ops whose real and fake outputs agree: the size is a multiple of 4, so
 # the unbacked binding carries a DivideByKey.
 @torch.library.custom_op("ifx_test::four_per_positive", mutates_args=())
@@ -77,9 +78,11 @@ def returns_nothing(node):
 
 def describe(node):
     """A node as ``target(args)``, with KeyPath steps expanded down to their root."""
-    if node.meta.get("unbacked_symbol") is None and node.target in (
-        operator.getitem,
-    ) and node.args[0].op == "placeholder":
+    if (
+        node.meta.get("unbacked_symbol") is None
+        and node.target in (operator.getitem,)
+        and node.args[0].op == "placeholder"
+    ):
         return node.name
     steps = {
         operator.getitem: "getitem",
@@ -90,7 +93,9 @@ def describe(node):
         aten.item.default: "item",
     }
     if node.op != "call_function" or node.target not in steps:
-        return getattr(node.target, "__name__", node.name) if node.op == "call_function" else node.op
+        return (
+            getattr(node.target, "__name__", node.name) if node.op == "call_function" else node.op
+        )
     args = [describe(a) if isinstance(a, torch.fx.Node) else repr(a) for a in node.args]
     return f"{steps[node.target]}({', '.join(args)})"
 
@@ -181,7 +186,10 @@ class FxBackendBasicsTest(FxirTestCase):
     def test_cat(self, dynamic):
         graphs = self.run_fx(
             lambda x, y: torch.cat([x.sin(), y.cos()]),
-            [(self.rand(4, 3), self.rand(2, 3, seed=1)), (self.rand(5, 3), self.rand(6, 3, seed=2))],
+            [
+                (self.rand(4, 3), self.rand(2, 3, seed=1)),
+                (self.rand(5, 3), self.rand(6, 3, seed=2)),
+            ],
             dynamic=dynamic,
         )
         # One kernel per input of the cat, writing into views of one buffer.
@@ -192,7 +200,10 @@ class FxBackendBasicsTest(FxirTestCase):
     def test_extern_mm(self, dynamic):
         graphs = self.run_fx(
             lambda x, y: (x @ y).sigmoid(),
-            [(self.rand(4, 6), self.rand(6, 3, seed=1)), (self.rand(5, 6), self.rand(6, 3, seed=2))],
+            [
+                (self.rand(4, 6), self.rand(6, 3, seed=1)),
+                (self.rand(5, 6), self.rand(6, 3, seed=2)),
+            ],
             dynamic=dynamic,
         )
         self.assertEqual(len(graphs), 1 if dynamic else 2)
@@ -268,7 +279,6 @@ class FxBackendBasicsTest(FxirTestCase):
         self.assertGreater(len(kernel_calls(graphs)), 0)
 
 
-
 class MismatchedOutputSize(torch.nn.Module):
     """The model of upstream's ``CondModels.MismatchedOutputSize``: the branches
     return different numbers of rows, so the cond output binds an unbacked symbol."""
@@ -326,7 +336,9 @@ def fx_outline(gm):
         elif node.op == "output":
             lines.append(f"return {fmt(node.args[0])}")
         elif node.target is torch.ops.higher_order.triton_kernel_wrapper_mutation:
-            tensors = {k: v for k, v in node.kwargs["kwargs"].items() if isinstance(v, torch.fx.Node)}
+            tensors = {
+                k: v for k, v in node.kwargs["kwargs"].items() if isinstance(v, torch.fx.Node)
+            }
             lines.append(f"triton_kernel({', '.join(f'{k}={v}' for k, v in tensors.items())})")
         else:
             target = getattr(node.target, "__name__", str(node.target))
@@ -374,12 +386,19 @@ class UnbackedSymbolDefsTest(FxirTestCase):
         inputs = self.mismatched_inputs(pred)
         s0 = torch.export.Dim("s0", min=4, max=1024)
         s1 = torch.export.Dim("s1", min=4, max=1024)
-        dynamic_shapes = {"p": {}, "x": {0: s0, 1: None}, "y": {0: s1, 1: None}, "z": {0: s0, 1: None}}
+        dynamic_shapes = {
+            "p": {},
+            "x": {0: s0, 1: None},
+            "y": {0: s1, 1: None},
+            "z": {0: s0, 1: None},
+        }
         with torch.no_grad():
             ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes, strict=False)
         with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
             gm = torch._inductor.aot_compile(
-                ep.module(), inputs, options={"fx_wrapper": True, "compile_threads": 1, **ASSERTS_OFF}
+                ep.module(),
+                inputs,
+                options={"fx_wrapper": True, "compile_threads": 1, **ASSERTS_OFF},
             )
         for args in (inputs, self.mismatched_inputs(not pred, rows=12)):
             self.assertEqual(gm(*args), model(*args))
@@ -548,3 +567,158 @@ mul_1 = mul(sym_size_int, s94)
 triton_kernel(in_out_ptr0=buf3, in_ptr0=buf6, xnumel=mul_1)
 return buf3""",
         )
+
+
+def positives_times_four(x):
+    return four_per_positive(x) + 1
+
+
+def nonzero_program(x):
+    return torch.nonzero(x > 0) * 2 + 1
+
+
+def unique_program(x):
+    values, counts = torch.unique(x, return_counts=True)
+    return values + 1, counts * 2
+
+
+@instantiate_parametrized_tests
+class OverlayProvenanceTest(FxirTestCase):
+    """Which implementation runs, and the text wrappers next to the FX backend."""
+
+    def python_wrapper_code(self, fn, args, enabled, **patches):
+        torch._dynamo.reset()
+        (ifx.enable if enabled else ifx.disable)()
+        try:
+            with config.patch(patches):
+                result, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
+        finally:
+            ifx.disable()
+        self.assertEqual(result, fn(*args))
+        return "\n".join(codes)
+
+    def test_fx_definitions_come_from_the_overlay(self):
+        x = self.signed(16, 5)
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            ifx.disable()  # upstream's converter methods
+            torch.compile(nonzero_program, fullgraph=True)(x)
+            torch._dynamo.reset()
+            ifx.enable()  # ours
+            torch.compile(nonzero_program, fullgraph=True)(x)
+        upstream_graph, overlay_graph = graphs
+        self.assertEqual(symbol_definitions([upstream_graph]), {})
+        self.assertEqual(
+            symbol_definitions([overlay_graph]), {"u0": "sym_size(nonzero.default, 0)"}
+        )
+
+    def test_lines_and_methods_in_use(self):
+        ifx.enable()
+        try:
+            self.assertIs(
+                PythonWrapperCodegen._codegen_unbacked_symbol_defs_for_outputs,
+                ours._codegen_unbacked_symbol_defs_for_outputs,
+            )
+            self.assertIs(
+                FxConverter._generate_unbacked_symbol_defs,
+                ours_fx._generate_unbacked_symbol_defs,
+            )
+            self.assertIs(FxConverter._generate_triton_call, ours_fx._generate_triton_call)
+        finally:
+            ifx.disable()
+        self.assertIsNot(
+            PythonWrapperCodegen._codegen_unbacked_symbol_defs_for_outputs,
+            ours._codegen_unbacked_symbol_defs_for_outputs,
+        )
+        self.assertIsNot(FxConverter._generate_triton_call, ours_fx._generate_triton_call)
+
+    @parametrize("cpp_wrapper", [False, True])
+    def test_text_wrappers_match_upstream(self, cpp_wrapper):
+        """The Python and C++ wrappers run correctly, and write upstream's text."""
+        programs = [nonzero_program, unique_program] if not cpp_wrapper else [nonzero_program]
+        for fn in programs:
+            args = (
+                (self.signed(16, 5),)
+                if fn is not unique_program
+                else (torch.tensor([3, 1, 3, 2], device=self.device),)
+            )
+            ours_code = self.python_wrapper_code(fn, args, True, cpp_wrapper=cpp_wrapper)
+            upstream_code = self.python_wrapper_code(fn, args, False, cpp_wrapper=cpp_wrapper)
+            self.assertEqual(ours_code, upstream_code)
+            self.assertIn("u0 = buf", ours_code)
+
+    @parametrize("cpp_wrapper", [False, True])
+    def test_divide_by_key_text_checks_divisibility(self, cpp_wrapper):
+        args = (self.signed(8, 3),)
+        ours_code = self.python_wrapper_code(
+            positives_times_four, args, True, cpp_wrapper=cpp_wrapper
+        )
+        upstream_code = self.python_wrapper_code(
+            positives_times_four, args, False, cpp_wrapper=cpp_wrapper
+        )
+        if cpp_wrapper:
+            self.assertRegex(ours_code, r"auto u0 = \(buf\d+\.size\(0\) / 4\);")
+            self.assertRegex(
+                ours_code, r'if \(buf\d+\.size\(0\) % 4 != 0\) \{ throw std::runtime_error\("u0: '
+            )
+        else:
+            definition = next(line for line in upstream_code.splitlines() if "u0 = " in line)
+            self.assertIn(definition, ours_code)
+            self.assertRegex(ours_code, r"if buf\d+\.size\(0\) % 4 != 0: raise RuntimeError\('u0: ")
+        self.assertEqual(ours_code.replace("\n", "").count("is not divisible by 4"), 1)
+
+
+class AutotuneGuardTest(FxirTestCase):
+    logger = "inductor_fx_unbacked.codegen.wrapper_fxir"
+
+    def test_warns_once_per_kernel_with_unbacked_symbols(self):
+        with config.patch({"triton.autotune_at_compile_time": True}):
+            with self.assertLogs(self.logger, logging.WARNING) as logs:
+                graphs = self.run_fx(
+                    nonzero_program, [(self.signed(16, 5),), (self.signed(16, 9),)]
+                )
+        self.assertEqual(len(kernel_calls(graphs)), 2)
+        (record,) = logs.records
+        self.assertEqual(record.levelno, logging.WARNING)
+        self.assertRegex(record.getMessage(), r"^Not autotuning Triton kernel triton_\w+ .*\(u0\)")
+
+    def test_no_warning_without_unbacked_symbols(self):
+        with config.patch({"triton.autotune_at_compile_time": True}):
+            with self.assertNoLogs(self.logger, logging.WARNING):
+                self.run_fx(lambda x: (x * 2).sin(), [(self.signed(16, 5),), (self.signed(16, 9),)])
+
+
+class UnsupportedKeyPathTest(InductorTestCase):
+    def test_unsupported_entry_is_an_error_naming_symbol_and_keypath(self):
+        import sympy
+        from torch.utils._pytree import MappingKey, SequenceKey
+
+        u3 = sympy.Symbol("u3", integer=True)
+        converter = FxConverter(
+            lines=[], prologue="", graph_inputs={}, graph_outputs=[], subgms={}, is_subgraph=False
+        )
+        converter.buffer_to_node["buf0"] = converter.gm.graph.placeholder("buf0")
+        keypath = (SequenceKey(0), MappingKey("k"))
+        line = ours.UnbackedSymbolDefsLine(None, "buf0", [], {u3: keypath})
+        ifx.enable()
+        try:
+            with self.assertRaises(NotImplementedError) as e:
+                line.codegen_fx(converter)(line)
+        finally:
+            ifx.disable()
+        self.assertEqual(
+            str(e.exception),
+            f"cannot define u3 from KeyPath {keypath!r}: "
+            f"unsupported KeyPath entry {MappingKey('k')!r}",
+        )
+
+    def test_empty_bindings_never_touch_the_root(self):
+        converter = FxConverter(
+            lines=[], prologue="", graph_inputs={}, graph_outputs=[], subgms={}, is_subgraph=False
+        )
+        line = ours.UnbackedSymbolDefsLine(None, "buf_never_allocated", [], {})
+        ifx.enable()
+        try:
+            line.codegen_fx(converter)(line)
+        finally:
+            ifx.disable()
+        self.assertEqual(len(converter.gm.graph.nodes), 0)
