@@ -72,6 +72,11 @@ def patches() -> list[Patch]:
         ),
         Patch(FxConverter, "_generate_graph_inputs", wrapper_fxir._generate_graph_inputs),
         Patch(FxConverter, "_generate_dynamic_scalar", wrapper_fxir._generate_dynamic_scalar),
+        Patch(
+            FxConverter,
+            "_generate_kernel_definition",
+            wrapper_fxir._generate_kernel_definition,
+        ),
         Patch(FxConverter, "_generate_triton_call", wrapper_fxir._generate_triton_call),
     ]
 

@@ -25,7 +25,9 @@ from typing import Any
 
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
-from torch._inductor.codegen.wrapper_fxir import FxConverter
+from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
+
+from .codegen.wrapper_fxir import import_kernel_definition
 
 INTERPRET_ENV = "TRITON_INTERPRET"
 
@@ -117,14 +119,11 @@ class InterpretedCompileResult:
 class InterpreterFxConverter(FxConverter):
     """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
 
-    def _import_kernel(self, code: str, kernel_name: str) -> Any:
-        tuner = super()._import_kernel(code, kernel_name)
+    def _generate_kernel_definition(self, line: Any) -> None:
+        tuner = import_kernel_definition(self, line)
         if not tuner.compile_results:
             tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]
-        return tuner
-
-    def _generate_kernel_definition(self, line: Any) -> None:
-        super()._generate_kernel_definition(line)
-        kernel = self.kernels[line.kernel_name]
-        if not isinstance(kernel.wrapped, TraceableTritonKernelWrapper):
-            kernel.wrapped = TraceableTritonKernelWrapper(kernel.tuner.fn, None, None)
+        # wrap_triton hands an InterpretedFunction back unwrapped (torch 2.13) or
+        # refuses it (torch 2.11); the kernel table takes it as it is.
+        wrapped = TraceableTritonKernelWrapper(tuner.fn, None, None)
+        self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)

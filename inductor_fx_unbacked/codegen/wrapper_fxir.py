@@ -24,14 +24,18 @@ from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
 from torch._inductor.codegen.wrapper import (
     DynamicScalarLine,
     KernelCallLine,
+    KernelDefinitionLine,
+    PythonWrapperCodegen,
     SymbolicCallArg,
 )
-from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, replace_floor_div
+from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, TritonKernel, replace_floor_div
 from torch._inductor.runtime.triton_heuristics import GridExpr
 from torch._inductor.virtualized import V
+from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._ordered_set import OrderedSet
 
+from .._compat import ensure_kernel_loaded
 from .keypath import INDEXED_METHODS, UnsupportedStep, define_symbol
 from .wrapper import UnbackedSymbolDefsLine
 
@@ -217,6 +221,23 @@ def reconcile_triton_call_args(
         kernel_kwargs={name: by_name[name] for name in names},
         launcher_kwargs=dict(zip(extra_launcher_args, launcher_values)),
     )
+
+
+def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
+    """Import a Triton kernel and put it in the side table that kernel nodes index."""
+    tuner = import_kernel_definition(self, line)
+    self.kernels[line.kernel_name] = TritonKernel(tuner, wrap_triton(tuner.fn))
+
+
+def import_kernel_definition(self: FxConverter, line: Any) -> CachingAutotuner:
+    """Import the autotuner of a ``KernelDefinitionLine``, with its kernel loaded."""
+    assert isinstance(line, KernelDefinitionLine), type(line)
+    code = PythonWrapperCodegen._format_kernel_definition(
+        line.kernel_name, line.kernel_body, metadata=line.metadata
+    )
+    tuner = self._import_kernel(code, line.kernel_name)
+    ensure_kernel_loaded(tuner)
+    return tuner
 
 
 def _generate_triton_call(self: FxConverter, line: Any) -> None:
