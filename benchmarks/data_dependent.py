@@ -220,9 +220,11 @@ def main() -> int:
         "",
         f"- Date: {datetime.date.today().isoformat()}",
         f"- Device: {device_name} ({args.device})",
-        f"- torch {torch.__version__}, Triton {triton.__version__}, Python {platform.python_version()}",
+        f"- torch {torch.__version__}, Triton {triton.__version__}, "
+        f"Python {platform.python_version()}",
         f"- Inductor config: {'the four assert flags off' if patches else 'default'}; "
-        "Dynamo `capture_scalar_outputs` and `capture_dynamic_output_shape_ops` on; `fullgraph=True`",
+        "Dynamo `capture_scalar_outputs` and `capture_dynamic_output_shape_ops` on; "
+        "`fullgraph=True`",
         f"- Inputs of {args.n} elements (P8: {args.n // 5}); correctness against eager on two "
         "inputs with different data-dependent sizes",
         f"- Cold = first call including compile (s); steady = median of {args.calls} "
