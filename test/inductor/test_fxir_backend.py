@@ -192,9 +192,11 @@ class FxBackendBasicsTest(FxirTestCase):
             ],
             dynamic=dynamic,
         )
-        # One kernel per input of the cat, writing into views of one buffer.
+        # On GPUs Inductor fuses a small cat into one pointwise kernel; on CPU
+        # (Triton in the interpreter) each input gets a kernel writing a view.
+        kernels_per_graph = 1 if self.device == "cuda" else 2
         self.assertEqual(len(graphs), 1 if dynamic else 2)
-        self.assertEqual(len(kernel_calls(graphs)), 2 * len(graphs))
+        self.assertEqual(len(kernel_calls(graphs)), kernels_per_graph * len(graphs))
 
     @parametrize("dynamic", [False, True])
     def test_extern_mm(self, dynamic):
@@ -599,7 +601,13 @@ class OverlayProvenanceTest(FxirTestCase):
 
     def test_fx_definitions_come_from_the_overlay(self):
         x = self.signed(16, 5)
-        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+        # Upstream's kernel definitions on torch 2.11 cannot run kernels compiled
+        # in worker processes (BASELINE.md); compile in-process for that half.
+        with (
+            config.patch(compile_threads=1),
+            ifx.fx_backend(self.device),
+            ifx.recording_graphs() as graphs,
+        ):
             ifx.disable()  # upstream's converter methods
             torch.compile(nonzero_program, fullgraph=True)(x)
             torch._dynamo.reset()
