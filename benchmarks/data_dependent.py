@@ -19,8 +19,6 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,103 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 ASSERT_FLAGS = ("alignment_asserts", "size_asserts", "scalar_asserts", "nan_asserts")
 
 
-@dataclass(frozen=True)
-class Program:
-    name: str
-    source: str
-    fn: Callable[..., Any]
-    inputs: Callable[[str, int], list[tuple[Any, ...]]]
-    dynamic: bool | None = None
-
-
-def signed(n: int, positive_fraction: float, device: str, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, generator=g) + 0.1
-    x[int(n * positive_fraction) :] *= -1
-    return x[torch.randperm(n, generator=g)].to(device)
-
-
-def p4a(x):
-    return torch.cond(x.sum() > 0, lambda x: x[1:] * 2, lambda x: x[2:] + 1, (x,))
-
-
-def p4b(x):
-    return torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: x - 1, (x,))
-
-
-def p4c(x):
-    return torch.cond(x.sum() > 0, lambda x: x[x > 0], lambda x: x[2:] * 2, (x,))
-
-
-def p5(x, lengths):
-    return torch.stack([c.sum() for c in torch.split(x, lengths.tolist())])
-
-
-def p6(x):
-    return torch.unique(x) + 1
-
-
-def p7(x):
-    y = torch.masked_select(x, x > 0.5) * 2 + 1
-    return y, y.sum()
-
-
-def two_signed(fractions):
-    return lambda d, n: [(signed(n, f, d, seed=i),) for i, f in enumerate(fractions)]
-
-
-def p5_inputs(device, n):
-    x = signed(n, 0.5, device, seed=3)
-    a = torch.tensor([n // 8] * 8)
-    b = torch.tensor([0, n // 4, n // 4, 0, n // 8, n // 8, n // 8, n - 3 * n // 4 - n // 8])
-    return [(x, a.to(device)), (x, b.to(device))]
-
-
-def p6_inputs(device, n):
-    g = torch.Generator().manual_seed(6)
-    return [
-        (torch.randint(0, 1000, (n,), generator=g).to(device),),
-        (torch.randint(0, 50000, (n,), generator=g).to(device),),
-    ]
-
-
-def p8_inputs(device, n):
-    n = n // 5
-    g = torch.Generator().manual_seed(8)
-    x = torch.randn(n, generator=g).to(device)
-    return [
-        (x, torch.randint(0, 3, (n,), generator=g).to(device)),
-        (x, torch.randint(0, 5, (n,), generator=g).to(device)),
-    ]
-
-
-PROGRAMS = [
-    Program(
-        "P1",
-        "torch.nonzero(x > 0) * 2 + 1",
-        lambda x: torch.nonzero(x > 0) * 2 + 1,
-        two_signed([0.3, 0.7]),
-    ),
-    Program("P2", "(x[x > 0] * 2).sum()", lambda x: (x[x > 0] * 2).sum(), two_signed([0.3, 0.7])),
-    Program(
-        "P3",
-        "torch.arange((x > 0).sum().item()) * 2",
-        lambda x: torch.arange((x > 0).sum().item(), device=x.device) * 2,
-        two_signed([0.3, 0.7]),
-    ),
-    Program("P4a", "cond: x[1:] * 2 \\| x[2:] + 1", p4a, two_signed([0.9, 0.1]), dynamic=True),
-    Program("P4b", "cond: x * 2 \\| x - 1", p4b, two_signed([0.9, 0.1]), dynamic=True),
-    Program("P4c", "cond: x[x > 0] \\| x[2:] * 2", p4c, two_signed([0.9, 0.1]), dynamic=True),
-    Program("P5", "split(x, lengths.tolist()), stack of sums", p5, p5_inputs),
-    Program("P6", "torch.unique(x_int) + 1", p6, p6_inputs),
-    Program("P7", "masked_select(x, x > 0.5) * 2 + 1, and its sum", p7, two_signed([0.3, 0.8])),
-    Program(
-        "P8",
-        "repeat_interleave(x, repeats) * 2",
-        lambda x, r: torch.repeat_interleave(x, r) * 2,
-        p8_inputs,
-    ),
-]
+from inductor_fx_unbacked._programs import PROGRAMS, Program  # noqa: E402
 
 
 def same(a: Any, b: Any) -> bool:
@@ -249,9 +151,9 @@ def main() -> int:
         )
         eager = row["eager"].get("steady_ms")
         eager_text = f"{eager:.3f}" if eager is not None else "FAIL"
+        source = program.source.replace("|", "\\|")  # a pipe inside a markdown cell
         lines.append(
-            f"| {program.name} | `{program.source}` | {eager_text} | {cell(py)} | "
-            f"{cell(fx)} | {ratio} |"
+            f"| {program.name} | `{source}` | {eager_text} | {cell(py)} | {cell(fx)} | {ratio} |"
         )
     lines.append("")
     lines.append(f"{failures} failing or mismatching (program, mode) pairs.")

@@ -27,6 +27,7 @@ _LAZY = {
     "capture_fx_graphs": "api",
     "fx_backend": "api",
     "recording_graphs": "api",
+    "strip_runtime_asserts": "api",
     "InterpreterNotEnabledError": "interpreter",
 }
 

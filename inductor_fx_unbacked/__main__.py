@@ -13,91 +13,24 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-
-@dataclass(frozen=True)
-class Program:
-    name: str
-    fn: Callable[..., Any]
-    inputs: Callable[[str], list[tuple[Any, ...]]]
-    compile_kwargs: dict[str, Any]
-
-
-def _cond_mismatched(x: torch.Tensor) -> torch.Tensor:
-    return torch.cond(x.sum() > 0, lambda x: x[1:] * 2, lambda x: x[2:] + 1, (x,))
-
-
-def _nonzero(x: torch.Tensor) -> torch.Tensor:
-    return torch.nonzero(x > 0) * 2 + 1
-
-
-def _item_sized(x: torch.Tensor) -> torch.Tensor:
-    return torch.arange((x > 0).sum().item(), device=x.device) * 2
-
-
-def _unique_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    values, counts = torch.unique(x, return_counts=True)
-    return values + 1, counts * 2
-
-
-def _signed(n: int, positive: int, device: str) -> torch.Tensor:
-    """``n`` values of which the first ``positive`` are positive, shuffled."""
-    g = torch.Generator().manual_seed(n * 31 + positive)
-    x = torch.rand(n, generator=g) + 0.1
-    x[positive:] *= -1
-    return x[torch.randperm(n, generator=g)].to(device)
-
-
-PROGRAMS = [
-    Program(
-        "cond, branches of different lengths",
-        _cond_mismatched,
-        lambda d: [(_signed(64, 50, d),), (_signed(64, 10, d),)],
-        {"dynamic": True},
-    ),
-    Program(
-        "nonzero",
-        _nonzero,
-        lambda d: [(_signed(64, 20, d),), (_signed(64, 41, d),)],
-        {},
-    ),
-    Program(
-        ".item()-sized arange",
-        _item_sized,
-        lambda d: [(_signed(64, 7, d),), (_signed(64, 33, d),)],
-        {},
-    ),
-    Program(
-        "unique(return_counts=True)",
-        _unique_counts,
-        lambda d: [
-            (torch.tensor([3, 1, 3, 2, 2, 2], device=d),),
-            (torch.tensor([5, 4, 5, 7, 1, 9, 9, 0], device=d),),
-        ],
-        {},
-    ),
-]
-
-#: Until runtime asserts become FX IR, the FX backend needs these off.
-ASSERTS_OFF = {
-    "alignment_asserts": False,
-    "size_asserts": False,
-    "scalar_asserts": False,
-    "nan_asserts": False,
-}
+#: The demo's programs, from BASELINE.md: cond with branches of different lengths,
+#: nonzero, an ``.item()``-sized output, and unique.
+DEMO_PROGRAMS = ("P4a", "P1", "P3", "P6")
+DEMO_SIZE = 64
 
 
 def format_graph(gm: torch.fx.GraphModule) -> str:
-    """The graph, one node a line, with the nodes that define unbacked symbols marked."""
+    """The graph, one node a line, with symbol definitions and runtime checks marked."""
     lines = []
     for node in gm.graph.nodes:
         symbol = node.meta.get("unbacked_symbol")
         mark = f"  <-- defines {symbol}" if symbol is not None else ""
+        if node.meta.get("runtime_assert"):
+            mark = "  <-- runtime check"
         lines.append(f"    {node.format_node()}{mark}")
     return "\n".join(lines)
 
@@ -119,20 +52,20 @@ def _sync(device: str) -> None:
 
 
 def run_demo(device: str, calls: int) -> int:
-    from torch._inductor import config
-
     import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked._programs import BY_NAME
 
     torch._dynamo.config.capture_scalar_outputs = True
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
     rows = []
     failures = 0
-    for program in PROGRAMS:
-        first, second = program.inputs(device)
-        print(f"=== {program.name} ({device}) ===")
-        with config.patch(ASSERTS_OFF), ifx.fx_backend(device):
+    programs = [BY_NAME[name] for name in DEMO_PROGRAMS]
+    for program in programs:
+        first, second = program.inputs(device, DEMO_SIZE)
+        print(f"=== {program.name}: {program.source} ({device}) ===")
+        with ifx.fx_backend(device):
             torch._dynamo.reset()
-            compiled = torch.compile(program.fn, fullgraph=True, **program.compile_kwargs)
+            compiled = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
             with ifx.recording_graphs() as graphs:
                 start = time.perf_counter()
                 results = [compiled(*first)]
@@ -148,18 +81,19 @@ def run_demo(device: str, calls: int) -> int:
         for i, gm in enumerate(graphs):
             print(f"--- FX graph {i + 1} of {len(graphs)} ---")
             print(format_graph(gm))
-        for args, result in zip((first, second), results):
+        for args, result in zip((first, second), results, strict=True):
             expected = program.fn(*args)
             ok = _same(result, expected)
             failures += not ok
             sizes = [tuple(t.shape) for t in torch.utils._pytree.tree_leaves(expected)]
             print(f"eager output sizes {sizes}: {'match' if ok else 'MISMATCH'}")
-        rows.append((program.name, cold, statistics.median(times) * 1e3))
+        rows.append((f"{program.name} {program.source}", cold, statistics.median(times) * 1e3))
         print()
-    print(f"{'program':<38} {'compile + 1st call (s)':>22} {'per call (ms)':>14}")
+    width = max(len(name) for name, _, _ in rows)
+    print(f"{'program':<{width}} {'compile + 1st call (s)':>22} {'per call (ms)':>14}")
     for name, cold, steady in rows:
-        print(f"{name:<38} {cold:>22.2f} {steady:>14.3f}")
-    print(f"\n{len(PROGRAMS)} programs, {failures} mismatching results")
+        print(f"{name:<{width}} {cold:>22.2f} {steady:>14.3f}")
+    print(f"\n{len(programs)} programs, {failures} mismatching results")
     return 1 if failures else 0
 
 

@@ -18,3 +18,24 @@ def ensure_kernel_loaded(tuner: Any) -> None:
         tuner._ensure_kernel_loaded()
     elif getattr(tuner.fn, "fn", True) is None:
         tuner.fn = tuner._reload_kernel().fn
+
+
+def _has_size_stride_assert_line() -> bool:
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    return hasattr(PythonWrapperCodegen, "_codegen_assert_size_stride")
+
+
+#: Torch 2.13 checks extern kernel outputs in the C++ wrapper too, through the
+#: overridable ``_codegen_assert_size_stride``; torch 2.11 checks them in Python only.
+CPP_SIZE_ASSERTS = _has_size_stride_assert_line()
+
+
+def write_size_stride_assert(
+    wrapper: Any, code: Any, name: str, size: str, stride: str, op_name: str
+) -> None:
+    """Write the size/stride check of a buffer as the installed torch writes it."""
+    if CPP_SIZE_ASSERTS:
+        wrapper._codegen_assert_size_stride(code, name, size, stride, op_name)
+    else:
+        code.writeline(f"assert_size_stride({name}, {size}, {stride}, {op_name!r})")

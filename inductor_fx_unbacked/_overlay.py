@@ -48,36 +48,51 @@ def check_torch_version(version: str | None = None) -> None:
 
 
 def patches() -> list[Patch]:
-    """The overlay, declaratively: which upstream attribute each of ours replaces."""
+    """The overlay, declaratively: which upstream attribute each of ours replaces.
+
+    Attributes that upstream lacks (new converter methods) are added, and
+    removed again by ``disable()``.
+    """
+    from torch._inductor import ir
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-    from torch._inductor.codegen.wrapper_fxir import FxConverter
+    from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 
-    from .codegen import wrapper, wrapper_fxir
+    from .codegen import wrapper as w
+    from .codegen import wrapper_fxir as fx
 
+    table = [
+        # Part 1 and 2: the line, and its text.
+        (PythonWrapperCodegen, w.codegen_unbacked_symbol_defs_for_outputs),
+        (PythonWrapperCodegen, w._codegen_unbacked_symbol_defs_for_outputs),
+        # Part 3: FX definitions, on the KeyPath walk.
+        (FxConverter, fx._generate_unbacked_symbol_defs),
+        (FxConverter, fx._generate_dynamic_scalar),
+        # Parts 4 and 5: the Triton call.
+        (FxConverter, fx._generate_kernel_definition),
+        (FxConverter, fx._generate_triton_call),
+        # Graph inputs: a symbol passed twice into a subgraph.
+        (FxConverter, fx._generate_graph_inputs),
+        # Runtime checks as wrapper IR, and their FX form.
+        (ir.AssertScalar, w.codegen_scalar_assert, "codegen"),
+        (ir.ExternKernel, w.codegen_size_asserts),
+        (ir.ExternKernel, w.codegen_alignment_asserts),
+        (FxConverter, fx._generate_scalar_assert),
+        (FxConverter, fx._generate_size_stride_assert),
+        (FxConverter, fx._generate_alignment_assert),
+        (FxConverter, fx._generate_outputs),
+        # The remaining raw-text definition sites.
+        (PythonWrapperCodegen, w.codegen_dynamic_select_index),
+        (PythonWrapperCodegen, w.codegen_dynamic_slice_size),
+        (WrapperFxCodegen, w.codegen_while_loop_fx, "codegen_while_loop"),
+        (FxConverter, fx._generate_dynamic_select_index),
+        (FxConverter, fx._generate_dynamic_slice_size),
+        (FxConverter, fx._generate_while_loop),
+        # Symbolic Min/Max in size expressions.
+        (FxConverter, fx._sympy_interp),
+    ]
     return [
-        Patch(
-            PythonWrapperCodegen,
-            "codegen_unbacked_symbol_defs_for_outputs",
-            wrapper.codegen_unbacked_symbol_defs_for_outputs,
-        ),
-        Patch(
-            PythonWrapperCodegen,
-            "_codegen_unbacked_symbol_defs_for_outputs",
-            wrapper._codegen_unbacked_symbol_defs_for_outputs,
-        ),
-        Patch(
-            FxConverter,
-            "_generate_unbacked_symbol_defs",
-            wrapper_fxir._generate_unbacked_symbol_defs,
-        ),
-        Patch(FxConverter, "_generate_graph_inputs", wrapper_fxir._generate_graph_inputs),
-        Patch(FxConverter, "_generate_dynamic_scalar", wrapper_fxir._generate_dynamic_scalar),
-        Patch(
-            FxConverter,
-            "_generate_kernel_definition",
-            wrapper_fxir._generate_kernel_definition,
-        ),
-        Patch(FxConverter, "_generate_triton_call", wrapper_fxir._generate_triton_call),
+        Patch(owner, entry[0] if entry else replacement.__name__, replacement)
+        for owner, replacement, *entry in table
     ]
 
 

@@ -26,6 +26,8 @@ class FxWrapperCodegen(WrapperFxCodegen):
     """Upstream's FX wrapper codegen, with a pluggable converter and graph capture."""
 
     converter_class: type[FxConverter] = FxConverter
+    #: Whether graphs keep the nodes tagged ``meta["runtime_assert"]``.
+    runtime_asserts: bool = True
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
@@ -37,6 +39,8 @@ class FxWrapperCodegen(WrapperFxCodegen):
             subgms=self.subgms,
             is_subgraph=self.is_subgraph,
         ).generate()
+        if not self.runtime_asserts:
+            strip_runtime_asserts(gm)
         for sink in _graph_sinks:
             sink.append(gm)
         return FileBackedGraphModule(gm, self.compile_graph(gm)), None
@@ -48,8 +52,22 @@ class InterpreterFxWrapperCodegen(FxWrapperCodegen):
     converter_class = InterpreterFxConverter
 
 
+def strip_runtime_asserts(gm: torch.fx.GraphModule) -> int:
+    """Remove the nodes tagged ``meta["runtime_assert"]``; return how many.
+
+    For consumers that verify shapes themselves. Only the tagged nodes go; the
+    values they checked stay, as other nodes may use them.
+    """
+    asserts = [node for node in gm.graph.nodes if node.meta.get("runtime_assert")]
+    for node in asserts:
+        gm.graph.erase_node(node)
+    if asserts:
+        gm.recompile()
+    return len(asserts)
+
+
 @contextlib.contextmanager
-def fx_backend(device: str) -> Iterator[None]:
+def fx_backend(device: str, *, runtime_asserts: bool = True) -> Iterator[None]:
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
     Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
@@ -59,6 +77,11 @@ def fx_backend(device: str) -> Iterator[None]:
     inside the context only, and ``TRITON_INTERPRET=1`` must have been set before
     Triton was imported. On exit, the previous registration, config, Triton
     driver and overlay state are restored, also when the body raises.
+
+    Runtime checks (value ranges of unbacked symbols, ``torch._check``, output
+    size/stride and alignment) are FX nodes tagged ``meta["runtime_assert"]``;
+    ``runtime_asserts=False`` leaves them out, for consumers that verify shapes
+    themselves.
     """
     if device not in SUPPORTED_DEVICES:
         raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
@@ -71,6 +94,8 @@ def fx_backend(device: str) -> Iterator[None]:
             stack.callback(_overlay.disable)
         stack.callback(_restore_registration(device))
         codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
+        if not runtime_asserts:
+            codegen = type(codegen.__name__, (codegen,), {"runtime_asserts": False})
         previous = common.device_codegens[device]
         common.register_backend_for_device(
             device,

@@ -11,12 +11,15 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import sympy
-from torch._inductor import ir
+import torch
+from torch._inductor import config, ir
 from torch._inductor.codegen.wrapper import WrapperLine
+from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
 from torch.fx.experimental.symbolic_shapes import resolve_unbacked_bindings
 from torch.utils import _pytree as pytree
 
+from .._compat import CPP_SIZE_ASSERTS, write_size_stride_assert
 from .keypath import CppTextEmitter, PythonTextEmitter, define_symbol
 
 if TYPE_CHECKING:
@@ -110,3 +113,192 @@ def _cpp_root(outputs: Any, keypath: pytree.KeyPath) -> tuple[str, pytree.KeyPat
             f"cannot select one of {len(outputs)} outputs with KeyPath {keypath!r}"
         )
     return outputs[first.idx].get_name(), keypath[1:]
+
+
+# Runtime checks as wrapper IR. Each line's ``codegen()`` writes the text the
+# wrapper wrote before; its ``codegen_fx()`` turns the check into FX nodes that
+# raise at run time, tagged ``meta["runtime_assert"]``.
+
+
+@dataclasses.dataclass
+class ScalarAssertLine(WrapperLine):
+    """``ir.AssertScalar``: a value range of an unbacked symbol, or a deferred
+    ``torch._check`` condition, once all of its symbols are defined."""
+
+    wrapper: PythonWrapperCodegen
+    node: ir.AssertScalar
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        node = self.node
+        if V.graph.cpp_wrapper:
+            condition = self.wrapper.codegen_cpp_sizevar(node.scalar, simplify=False)
+            symbol = next(iter(node.get_free_symbol_uses(unbacked_only=False)))
+            self.wrapper.writeline(
+                f"if (!({condition})) {{ throw std::runtime_error("
+                f'"Expected {node.msg} but received " + std::to_string({symbol})); }}'
+            )
+        else:
+            condition = self.wrapper.codegen_python_sizevar(node.scalar, simplify=False)
+            self.wrapper.writeline(f"if not ({condition}):")
+            self.wrapper.writeline(f"    raise RuntimeError({node.msg!r})")
+            self.wrapper.writeline(f"{node.get_name()} = None")
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_scalar_assert
+
+
+def codegen_scalar_assert(self: ir.AssertScalar, wrapper: PythonWrapperCodegen) -> None:
+    """``ir.AssertScalar.codegen``: emit the check as a line, for every wrapper.
+
+    Upstream skips it under ``fx_wrapper`` (a TODO), so a violated ``torch._check``
+    ran silently on the AOT path.
+    """
+    if config.scalar_asserts:
+        wrapper.writeline(ScalarAssertLine(wrapper, self))
+
+
+@dataclasses.dataclass
+class SizeStrideAssertLine(WrapperLine):
+    """The size and stride an extern kernel's output must have."""
+
+    wrapper: PythonWrapperCodegen
+    node: ir.ExternKernel
+    name: str
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        size = self.wrapper.codegen_shape_tuple(self.node.get_size())
+        stride = self.wrapper.codegen_shape_tuple(self.node.get_stride())
+        op = self.node.get_op_name()
+        write_size_stride_assert(self.wrapper, code, self.name, size, stride, op)
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_size_stride_assert
+
+
+def codegen_size_asserts(self: ir.ExternKernel, wrapper: PythonWrapperCodegen) -> None:
+    """``ir.ExternKernel.codegen_size_asserts``, emitting a :class:`SizeStrideAssertLine`."""
+    if not config.size_asserts or (V.graph.cpp_wrapper and not CPP_SIZE_ASSERTS):
+        return
+    # Strides of a tensor with no elements are arbitrary.
+    if sympy_product(self.get_size()) == 0:
+        return
+    name = self.get_name()
+    if V.graph.cpp_wrapper and isinstance(self.op_overload, torch._ops.OpOverload):
+        # inplace_view ops declare no output variable; check the mutated input.
+        if torch.Tag.inplace_view in self.op_overload.tags:
+            name = self.inputs[0].get_name()
+    wrapper.writeline(SizeStrideAssertLine(wrapper, self, name))
+
+
+@dataclasses.dataclass
+class AlignmentAssertLine(WrapperLine):
+    """An extern kernel's output must be aligned as Inductor's kernels assume."""
+
+    wrapper: PythonWrapperCodegen
+    node: ir.ExternKernel
+    aligned: bool
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        name, op = self.node.get_name(), self.node.get_op_name()
+        if self.aligned:
+            self.wrapper.writeline(f"assert_alignment({name}, {GPU_ALIGN_BYTES}, {op!r})")
+        else:
+            self.wrapper.writeline(f"# buffer {name} (op: {op}) is assumed to be not aligned")
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_alignment_assert
+
+
+def codegen_alignment_asserts(self: ir.ExternKernel, wrapper: PythonWrapperCodegen) -> None:
+    """``ir.ExternKernel.codegen_alignment_asserts``, emitting an :class:`AlignmentAssertLine`."""
+    if config.alignment_asserts and not V.graph.cpp_wrapper:
+        aligned = self.get_name() not in V.graph.unaligned_buffers
+        wrapper.writeline(AlignmentAssertLine(wrapper, self, aligned))
+
+
+# The remaining raw-text definitions of unbacked symbols, as wrapper IR.
+
+
+@dataclasses.dataclass
+class DynamicSelectIndexLine(WrapperLine):
+    """Defines the storage offset of ``x.select(dim, u)`` for an unbacked index."""
+
+    wrapper: PythonWrapperCodegen
+    node: ir.DynamicSelectStorageOffset
+    clamp: bool
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        node = self.node
+        index = f"{node.index} + {node.size} if {node.index} < 0 else {node.index}"
+        if self.clamp:
+            index = f"max(0, min({node.size}, {index}))"
+        self.wrapper.writeline(
+            f"{node.unbacked_offset_symbol} = "
+            f"{node.base_offset} + {node.base_dim_stride} * ({index})"
+        )
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_dynamic_select_index
+
+
+def codegen_dynamic_select_index(
+    self: PythonWrapperCodegen, node: ir.DynamicSelectStorageOffset, clamp: bool
+) -> None:
+    self.writeline(DynamicSelectIndexLine(self, node, clamp))
+    # The line defines the symbol; later uses must not declare it again.
+    self.unbacked_symbol_decls.add(str(node.unbacked_offset_symbol))
+
+
+@dataclasses.dataclass
+class DynamicSliceSizeLine(WrapperLine):
+    """Defines the length of ``x[start:end:step]`` for unbacked bounds."""
+
+    wrapper: PythonWrapperCodegen
+    node: ir.DynamicSliceSize
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        node, sizevar = self.node, self.wrapper.codegen_sizevar
+
+        def clamped(x: Any) -> str:
+            positive = sizevar(sympy.Max(0, sympy.Min(x, node.size)))
+            negative = sizevar(sympy.Max(0, sympy.Min(x + node.size, node.size)))
+            return f"{positive} if {sizevar(x)} >= 0 else {negative}"
+
+        symbol = node.unbacked_size_symbol
+        self.wrapper.writeline(f"{symbol}_start = {clamped(node.start)}")
+        self.wrapper.writeline(f"{symbol}_end = {clamped(node.end)}")
+        length = f"{symbol}_end - {symbol}_start"
+        if node.step != 1:
+            step = sizevar(node.step)
+            length = f"({length} + {step} - 1) // {step}"
+        self.wrapper.writeline(f"{symbol} = max(0, {length})")
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_dynamic_slice_size
+
+
+def codegen_dynamic_slice_size(self: PythonWrapperCodegen, node: ir.DynamicSliceSize) -> None:
+    self.writeline(DynamicSliceSizeLine(self, node))
+    self.unbacked_symbol_decls.add(str(node.unbacked_size_symbol))
+
+
+@dataclasses.dataclass
+class WhileLoopLine(WrapperLine):
+    """A whole ``while_loop`` for the FX backend, whose subgraphs are converted apart."""
+
+    wrapper: PythonWrapperCodegen
+    node: ir.WhileLoop
+    stack_output: bool
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        raise NotImplementedError("WhileLoopLine is only converted to FX")
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_while_loop
+
+
+def codegen_while_loop_fx(self: Any, while_loop: ir.WhileLoop, stack_output: bool) -> None:
+    """``WrapperFxCodegen.codegen_while_loop``: one line, then the two subgraphs."""
+    self.writeline(WhileLoopLine(self, while_loop, stack_output))
+    for subgraph in (while_loop.cond_subgraph, while_loop.body_subgraph):
+        self.codegen_subgraph_common(subgraph)

@@ -30,14 +30,26 @@ from torch._inductor.codegen.wrapper import (
 )
 from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, TritonKernel, replace_floor_div
 from torch._inductor.runtime.triton_heuristics import GridExpr
+from torch._inductor.utils import GPU_ALIGN_BYTES
 from torch._inductor.virtualized import V
 from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._ordered_set import OrderedSet
+from torch.utils._sympy.interp import _run_sympy_handler, sympy_interp
+from torch.utils._sympy.reference import OptimizedPythonReferenceAnalysis
 
+from .. import ops  # noqa: F401  (registers the fx_unbacked:: assert ops)
 from .._compat import ensure_kernel_loaded
 from .keypath import INDEXED_METHODS, UnsupportedStep, define_symbol
-from .wrapper import UnbackedSymbolDefsLine
+from .wrapper import (
+    AlignmentAssertLine,
+    DynamicSelectIndexLine,
+    DynamicSliceSizeLine,
+    ScalarAssertLine,
+    SizeStrideAssertLine,
+    UnbackedSymbolDefsLine,
+    WhileLoopLine,
+)
 
 if TYPE_CHECKING:
     from torch._inductor.codegen.wrapper_fxir import FxConverter
@@ -367,3 +379,238 @@ def _unhinted_unbacked_symbols(
     exprs = [_as_sympy(e) for e in exprs if isinstance(e, (sympy.Expr, torch.SymInt))]
     hinted = V.graph.sizevars.var_to_hint_override
     return OrderedSet(s for s in free_unbacked_symbols(exprs) if s not in hinted)
+
+
+# Runtime checks. Each becomes nodes that raise at run time when violated; the
+# node that raises is tagged ``meta["runtime_assert"] = True``.
+
+
+def _add_assert(self: FxConverter, target: Any, args: tuple[Any, ...]) -> torch.fx.Node:
+    node = self.gm.graph.call_function(target, args)
+    node.meta["runtime_assert"] = True
+    return node
+
+
+def _fx_value(self: FxConverter, expr: Any) -> Any:
+    """An FX node for a sympy expression or condition, or its value if it is constant."""
+    value = self._sympy_interp(expr)
+    return value.node if isinstance(value, torch.fx.Proxy) else value
+
+
+def _generate_scalar_assert(self: FxConverter, line: Any) -> None:
+    """``if not cond: raise RuntimeError(msg)`` as ``aten._assert_scalar(cond, msg)``."""
+    assert isinstance(line, ScalarAssertLine), type(line)
+    condition = _fx_value(self, line.node.scalar)
+    _add_assert(self, aten._assert_scalar.default, (condition, line.node.msg))
+
+
+def _generate_size_stride_assert(self: FxConverter, line: Any) -> None:
+    assert isinstance(line, SizeStrideAssertLine), type(line)
+    node = line.node
+    _add_assert(
+        self,
+        torch.ops.fx_unbacked.assert_size_stride.default,
+        (
+            self.buffer_to_node[line.name],
+            self._generate_sym_nodes(node.get_size()),
+            self._generate_sym_nodes(node.get_stride()),
+            node.get_op_name(),
+        ),
+    )
+
+
+def _generate_alignment_assert(self: FxConverter, line: Any) -> None:
+    assert isinstance(line, AlignmentAssertLine), type(line)
+    if line.aligned:
+        node = line.node
+        _add_assert(
+            self,
+            torch.ops.fx_unbacked.assert_alignment.default,
+            (self.buffer_to_node[node.get_name()], GPU_ALIGN_BYTES, node.get_op_name()),
+        )
+
+
+def _generate_outputs(self: FxConverter) -> Any:
+    """The graph's outputs; with ``config.nan_asserts``, each float output is checked
+    for NaN and Inf first, as the Python wrapper does."""
+    outputs = [self._generate_buffer(node) for node in self.graph_outputs]
+    if config.nan_asserts:
+        for output in outputs:
+            if isinstance(output, torch.fx.Node) and _is_floating_tensor(output):
+                _assert_all_finite(self, output)
+    return outputs[0] if len(outputs) == 1 and not self.is_subgraph else outputs
+
+
+def _is_floating_tensor(node: torch.fx.Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def _assert_all_finite(self: FxConverter, tensor: torch.fx.Node) -> None:
+    graph = self.gm.graph
+    for check, problem in ((aten.isnan.default, "NaN"), (aten.isinf.default, "Inf")):
+        found = graph.call_function(aten.any.default, (graph.call_function(check, (tensor,)),))
+        ok = graph.call_function(
+            aten.item.default, (graph.call_function(aten.logical_not.default, (found,)),)
+        )
+        _add_assert(self, aten._assert_scalar.default, (ok, f"{tensor.name} has {problem}"))
+
+
+# The remaining definitions of unbacked symbols.
+
+
+def _generate_dynamic_select_index(self: FxConverter, line: Any) -> None:
+    """``u = base_offset + stride * (index + size if index < 0 else index)``."""
+    assert isinstance(line, DynamicSelectIndexLine), type(line)
+    node = line.node
+    if _is_defined(self, node.unbacked_offset_symbol):
+        return
+    sym = _SymBuilder(self)
+    index, size = sym.value(node.index), sym.value(node.size)
+    index = sym.ite(sym.call(operator.lt, index, 0), sym.call(operator.add, index, size), index)
+    if line.clamp:
+        index = sym.max(0, sym.min(size, index))
+    offset = sym.call(
+        operator.add,
+        sym.value(node.base_offset),
+        sym.call(operator.mul, sym.value(node.base_dim_stride), index),
+    )
+    _register_symbol(self, node.unbacked_offset_symbol, offset)
+
+
+def _generate_dynamic_slice_size(self: FxConverter, line: Any) -> None:
+    """The length of ``x[start:end:step]``, with Python's clamping of the bounds."""
+    assert isinstance(line, DynamicSliceSizeLine), type(line)
+    node = line.node
+    if _is_defined(self, node.unbacked_size_symbol):
+        return
+    sym = _SymBuilder(self)
+    size = sym.value(node.size)
+
+    def clamped(bound: Any) -> Any:
+        bound = sym.value(bound)
+        positive = sym.max(0, sym.min(bound, size))
+        negative = sym.max(0, sym.min(sym.call(operator.add, bound, size), size))
+        return sym.ite(sym.call(operator.ge, bound, 0), positive, negative)
+
+    length = sym.call(operator.sub, clamped(node.end), clamped(node.start))
+    if node.step != 1:
+        step = sym.value(node.step)
+        length = sym.call(
+            operator.floordiv, sym.call(operator.add, length, sym.call(operator.sub, step, 1)), step
+        )
+    _register_symbol(self, node.unbacked_size_symbol, sym.node(sym.max(0, length)))
+
+
+class _SymBuilder:
+    """Integer arithmetic on FX nodes and Python ints, one node per operation.
+
+    ``torch.sym_ite``/``sym_min``/``sym_max`` reject FX proxies, so their nodes
+    are created directly; constant operands fold in Python.
+    """
+
+    def __init__(self, converter: FxConverter) -> None:
+        self.converter = converter
+        self.graph = converter.gm.graph
+
+    def value(self, expr: Any) -> Any:
+        return self.converter._generate_sym_node(expr)
+
+    def call(self, target: Any, *args: Any) -> Any:
+        if not any(isinstance(a, torch.fx.Node) for a in args):
+            return target(*args)
+        return self.graph.call_function(target, args)
+
+    def ite(self, condition: Any, if_true: Any, if_false: Any) -> Any:
+        if not isinstance(condition, torch.fx.Node):
+            return if_true if condition else if_false
+        return self.graph.call_function(torch.sym_ite, (condition, if_true, if_false))
+
+    def min(self, a: Any, b: Any) -> Any:
+        return self.call(torch.sym_min if _any_node(a, b) else min, a, b)
+
+    def max(self, a: Any, b: Any) -> Any:
+        return self.call(torch.sym_max if _any_node(a, b) else max, a, b)
+
+    def node(self, value: Any) -> torch.fx.Node:
+        """Symbols are defined by nodes, so a constant result still gets one."""
+        if isinstance(value, torch.fx.Node):
+            return value
+        return self.graph.call_function(operator.add, (value, 0))
+
+
+def _any_node(*args: Any) -> bool:
+    return any(isinstance(a, torch.fx.Node) for a in args)
+
+
+def _generate_while_loop(self: FxConverter, line: Any) -> None:
+    """A ``while_loop`` HOP node over the converted cond and body subgraphs."""
+    assert isinstance(line, WhileLoopLine), type(line)
+    node = line.node
+    cond_subgm = self.subgms[node.cond_subgraph.graph.name]
+    # The HOP wants the predicate itself; subgraphs return a list of outputs.
+    _return_single_output(cond_subgm)
+    target = (
+        torch.ops.higher_order.while_loop_stack_output
+        if line.stack_output
+        else torch.ops.higher_order.while_loop
+    )
+    operands = [
+        tuple(_operand(self, x) for x in inputs)
+        for inputs in (node.carried_inputs, node.additional_inputs)
+    ]
+    fx_node = self.gm.graph.call_function(
+        target,
+        (
+            self._get_subgm_attr(node.cond_subgraph),
+            self._get_subgm_attr(node.body_subgraph),
+            *operands,
+        ),
+    )
+    self._record_allocation(node, fx_node)
+
+
+def _operand(self: FxConverter, value: Any) -> Any:
+    if isinstance(value, sympy.Expr):
+        return self._generate_sym_node(value)
+    return self._generate_buffer(value)
+
+
+def _return_single_output(gm: torch.fx.GraphModule) -> None:
+    output = gm.graph.output_node()
+    (values,) = output.args
+    if isinstance(values, (list, tuple)):
+        (value,) = values
+        output.args = (value,)
+        gm.recompile()
+
+
+class _FxReferenceAnalysis(OptimizedPythonReferenceAnalysis):
+    """Sympy-to-FX handlers, with ``Min``/``Max`` that accept FX proxies (#190671)."""
+
+    @staticmethod
+    def minimum(a: Any, b: Any) -> Any:
+        return _proxy_call(torch.sym_min, a, b)
+
+    @staticmethod
+    def maximum(a: Any, b: Any) -> Any:
+        return _proxy_call(torch.sym_max, a, b)
+
+
+def _proxy_call(target: Any, a: Any, b: Any) -> Any:
+    proxy = next((x for x in (a, b) if isinstance(x, torch.fx.Proxy)), None)
+    if proxy is None:
+        return target(a, b)
+    return proxy.tracer.create_proxy("call_function", target, (a, b), {})
+
+
+def _sympy_interp(self: FxConverter, expr: sympy.Expr) -> Any:
+    """Trace ``expr`` into FX nodes over the defined symbols, sharing subexpressions."""
+    if expr in self.expr_to_proxy:
+        return self.expr_to_proxy[expr]
+    atoms = (sympy.Integer, sympy.Number, sympy.Symbol, sympy.logic.boolalg.BooleanAtom)
+    if isinstance(expr, atoms):
+        return sympy_interp(_FxReferenceAnalysis, self.expr_to_proxy, expr)
+    args = [self._sympy_interp(arg) for arg in expr.args]
+    self.expr_to_proxy[expr] = _run_sympy_handler(_FxReferenceAnalysis, args, expr)
+    return self.expr_to_proxy[expr]

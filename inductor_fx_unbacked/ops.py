@@ -1,0 +1,37 @@
+"""Runtime checks as operators, for the checks that aten has no operator for.
+
+Scalar conditions become ``aten._assert_scalar``; the Python wrapper's tensor
+checks have no aten equivalent with the same semantics (``_assert_tensor_metadata``
+also compares the strides of size-1 dimensions), so they are these two custom
+ops, which call the very functions the Python wrapper calls. Both return nothing,
+so FX's metadata propagation does not run them on fake tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._C._dynamo import guards
+
+
+@torch.library.custom_op("fx_unbacked::assert_size_stride", mutates_args=())
+def assert_size_stride(
+    tensor: torch.Tensor, size: list[int], stride: list[int], op_name: str
+) -> None:
+    """Raise ``AssertionError`` unless ``tensor`` has this size and stride."""
+    guards.assert_size_stride(tensor, tuple(size), tuple(stride), op_name)
+
+
+@assert_size_stride.register_fake
+def _(tensor, size, stride, op_name):
+    return None
+
+
+@torch.library.custom_op("fx_unbacked::assert_alignment", mutates_args=())
+def assert_alignment(tensor: torch.Tensor, alignment: int, op_name: str) -> None:
+    """Raise ``AssertionError`` unless ``tensor``'s data pointer is ``alignment``-aligned."""
+    guards.assert_alignment(tensor, alignment, op_name)
+
+
+@assert_alignment.register_fake
+def _(tensor, alignment, op_name):
+    return None
