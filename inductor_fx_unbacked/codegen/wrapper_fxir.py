@@ -547,9 +547,10 @@ def _generate_while_loop(self: FxConverter, line: Any) -> None:
     """A ``while_loop`` HOP node over the converted cond and body subgraphs."""
     assert isinstance(line, WhileLoopLine), type(line)
     node = line.node
-    cond_subgm = self.subgms[node.cond_subgraph.graph.name]
-    # The HOP wants the predicate itself; subgraphs return a list of outputs.
-    _return_single_output(cond_subgm)
+    # Subgraphs return a list of outputs; the HOP wants the predicate itself from
+    # the cond subgraph and a tuple from the body.
+    _set_output_form(self.subgms[node.cond_subgraph.graph.name], single=True)
+    _set_output_form(self.subgms[node.body_subgraph.graph.name], single=False)
     target = (
         torch.ops.higher_order.while_loop_stack_output
         if line.stack_output
@@ -576,12 +577,13 @@ def _operand(self: FxConverter, value: Any) -> Any:
     return self._generate_buffer(value)
 
 
-def _return_single_output(gm: torch.fx.GraphModule) -> None:
+def _set_output_form(gm: torch.fx.GraphModule, single: bool) -> None:
     output = gm.graph.output_node()
     (values,) = output.args
-    if isinstance(values, (list, tuple)):
-        (value,) = values
-        output.args = (value,)
+    if isinstance(values, list):
+        if single:
+            (values,) = values
+        output.args = (values if single else tuple(values),)
         gm.recompile()
 
 

@@ -1,0 +1,184 @@
+# Owner(s): ["module: inductor"]
+"""The FX backend on Inductor's default config: every check is FX IR that raises.
+
+No assert flag is turned off here. Programs run through ``torch.compile`` with
+the FX backend and, where stated, through ``aot_compile(fx_wrapper=True)``.
+"""
+
+import torch
+from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
+from torch._higher_order_ops import while_loop
+from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked._programs import PROGRAMS
+
+aten = torch.ops.aten
+
+
+@torch.library.custom_op("ifx_test::wrong_stride", mutates_args=())
+def wrong_stride(x: torch.Tensor) -> torch.Tensor:
+    """Promises a contiguous result, returns every other element of a bigger buffer."""
+    out = torch.empty(2 * x.numel(), device=x.device, dtype=x.dtype)[::2]
+    return out.copy_(x * 2)
+
+
+@wrong_stride.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("ifx_test::wrong_size", mutates_args=())
+def wrong_size(x: torch.Tensor) -> torch.Tensor:
+    """Promises the size of its input, returns one element more."""
+    return torch.cat([x, x[:1]]) * 2
+
+
+@wrong_size.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def assert_nodes(graphs):
+    return [n for gm in graphs for n in gm.graph.nodes if n.meta.get("runtime_assert")]
+
+
+def checked_arange(t):
+    n = t.item()
+    torch._check(n <= 4)
+    return torch.arange(n, device=t.device) * 2
+
+
+class CheckedArange(torch.nn.Module):
+    def forward(self, t):
+        return checked_arange(t)
+
+
+@instantiate_parametrized_tests
+class DefaultConfigTest(FxirTestCase):
+    def int_tensor(self, *values):
+        return torch.tensor(values, device=self.device)
+
+    @parametrize("name", [p.name for p in PROGRAMS])
+    def test_baseline_program(self, name):
+        program = next(p for p in PROGRAMS if p.name == name)
+        graphs = self.run_fx(program.fn, program.inputs(self.device, 256), dynamic=program.dynamic)
+        if symbol_definitions(graphs):
+            # Every unbacked symbol carries at least its value-range checks.
+            scalar_checks = [
+                n for n in assert_nodes(graphs) if n.target is aten._assert_scalar.default
+            ]
+            self.assertGreater(len(scalar_checks), 0)
+
+    def test_violated_torch_check_raises_compiled(self):
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(checked_arange, fullgraph=True)
+            self.assertEqual(compiled(self.int_tensor(3)), checked_arange(self.int_tensor(3)))
+            with self.assertRaisesRegex(RuntimeError, r"u\d+ <= 4"):
+                compiled(self.int_tensor(9))
+        messages = [n.args[1] for n in assert_nodes(graphs)]
+        self.assertTrue(any(m.endswith("<= 4") for m in messages), messages)
+
+    def test_violated_torch_check_raises_aot(self):
+        t = self.int_tensor(3)
+        ep = torch.export.export(CheckedArange(), (t,), strict=False)
+        with ifx.fx_backend(self.device):
+            gm = torch._inductor.aot_compile(ep.module(), (t,), options={"fx_wrapper": True})
+        self.assertEqual(gm(self.int_tensor(2)), checked_arange(self.int_tensor(2)))
+        with self.assertRaisesRegex(RuntimeError, r"u\d+ <= 4"):
+            gm(self.int_tensor(9))
+
+    @parametrize("op", ["wrong_stride", "wrong_size"])
+    def test_fake_and_real_outputs_disagree(self, op):
+        custom_op = {"wrong_stride": wrong_stride, "wrong_size": wrong_size}[op]
+        x = torch.arange(6.0, device=self.device)
+        with ifx.fx_backend(self.device):
+            compiled = torch.compile(lambda x: custom_op(x) + 1, fullgraph=True)
+            with self.assertRaisesRegex(AssertionError, r"expected size|expected stride|stride"):
+                compiled(x)
+
+    def test_strip_runtime_asserts_removes_exactly_the_tagged_nodes(self):
+        inputs = [(self.signed(32, 5),), (self.signed(32, 20),)]
+
+        def fn(x):
+            return torch.nonzero(x > 0) * 2 + 1
+
+        full = self.run_fx(fn, inputs)
+        torch._dynamo.reset()
+        with ifx.fx_backend(self.device, runtime_asserts=False), ifx.recording_graphs() as stripped:
+            compiled = torch.compile(fn, fullgraph=True)
+            for args in inputs:
+                self.assertEqual(compiled(*args), fn(*args))
+        (full_gm,), (stripped_gm,) = full, stripped
+        self.assertGreater(len(assert_nodes(full)), 0)
+        self.assertEqual(assert_nodes(stripped), [])
+
+        def signature(node):
+            return node.name, node.target, str(node.args)
+
+        kept = [signature(n) for n in full_gm.graph.nodes if not n.meta.get("runtime_assert")]
+        self.assertEqual([signature(n) for n in stripped_gm.graph.nodes], kept)
+
+    def test_while_loop_with_data_dependent_output(self):
+        def fn(x, bound):
+            def cond_fn(i, acc):
+                return i < bound
+
+            def body_fn(i, acc):
+                return i + 1, acc + x
+
+            start = torch.zeros((), dtype=torch.int64, device=x.device)
+            i, acc = while_loop(cond_fn, body_fn, (start, torch.zeros_like(x)))
+            return acc, torch.arange(i.item(), device=x.device) * 2
+
+        x = self.signed(8, 4)
+        graphs = self.run_fx(fn, [(x, self.int_tensor(3)[0]), (x, self.int_tensor(6)[0])])
+        loops = [
+            n
+            for gm in graphs
+            for n in gm.graph.nodes
+            if n.target is torch.ops.higher_order.while_loop
+        ]
+        self.assertEqual(len(loops), 1)
+        self.assertEqual(
+            list(symbol_definitions(graphs).values()), ["item(getitem(while_loop, 0))"]
+        )
+
+    def test_dynamic_slice_with_bounds_from_item(self):
+        def fn(x, bounds):
+            start, end = bounds.tolist()
+            return x[start:end] * 2
+
+        x = self.signed(10, 4)
+        graphs = self.run_fx(fn, [(x, self.int_tensor(2, 7)), (x, self.int_tensor(-6, -1))])
+        sizes = [
+            n
+            for gm in graphs
+            for n in gm.graph.nodes
+            if n.meta.get("unbacked_symbol") is not None and n.target is torch.sym_max
+        ]
+        self.assertEqual(len(sizes), 1)  # the slice length, max(0, end - start)
+
+    def test_dynamic_select_with_index_from_item(self):
+        x = torch.randn(5, 3, device=self.device)
+        graphs = self.run_fx(
+            lambda x, i: x[i.item()] * 2, [(x, self.int_tensor(1)), (x, self.int_tensor(-2))]
+        )
+        offsets = [
+            n
+            for gm in graphs
+            for n in gm.graph.nodes
+            if n.meta.get("unbacked_symbol") is not None and n.target is not aten.item.default
+        ]
+        self.assertEqual(len(offsets), 1)  # the storage offset of the selected row
+        self.assertEqual(len(kernel_calls(graphs)), 1)
+
+    def test_symbolic_min_in_sizes(self):
+        def fn(x):
+            u, s, v = torch.linalg.svd(x, full_matrices=False)
+            return u.abs() * 2, s + 1
+
+        graphs = self.run_fx(fn, [(torch.randn(6, 4),), (torch.randn(3, 5),)], dynamic=True)
+        mins = [n for gm in graphs for n in gm.graph.nodes if n.target is torch.sym_min]
+        self.assertGreater(len(mins), 0)
+        self.assertGreater(len(kernel_calls(graphs)), 0)
