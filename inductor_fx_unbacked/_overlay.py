@@ -87,8 +87,6 @@ def patches() -> list[Patch]:
         (FxConverter, fx._generate_dynamic_select_index),
         (FxConverter, fx._generate_dynamic_slice_size),
         (FxConverter, fx._generate_while_loop),
-        # Symbolic Min/Max in size expressions.
-        (FxConverter, fx._sympy_interp),
     ]
     return [
         Patch(owner, entry[0] if entry else replacement.__name__, replacement)

@@ -35,8 +35,6 @@ from torch._inductor.virtualized import V
 from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._ordered_set import OrderedSet
-from torch.utils._sympy.interp import _run_sympy_handler, sympy_interp
-from torch.utils._sympy.reference import OptimizedPythonReferenceAnalysis
 
 from .. import ops  # noqa: F401  (registers the fx_unbacked:: assert ops)
 from .._compat import ensure_kernel_loaded
@@ -505,8 +503,9 @@ def _generate_dynamic_slice_size(self: FxConverter, line: Any) -> None:
 class _SymBuilder:
     """Integer arithmetic on FX nodes and Python ints, one node per operation.
 
-    ``torch.sym_ite``/``sym_min``/``sym_max`` reject FX proxies, so their nodes
-    are created directly; constant operands fold in Python.
+    Operations on constants fold in Python; any other creates a ``call_function``
+    node (``operator.*``, ``torch.sym_ite``/``sym_min``/``sym_max``), whose
+    ``meta["val"]`` the converter's metadata hook fills in.
     """
 
     def __init__(self, converter: FxConverter) -> None:
@@ -585,34 +584,3 @@ def _set_output_form(gm: torch.fx.GraphModule, single: bool) -> None:
             (values,) = values
         output.args = (values if single else tuple(values),)
         gm.recompile()
-
-
-class _FxReferenceAnalysis(OptimizedPythonReferenceAnalysis):
-    """Sympy-to-FX handlers, with ``Min``/``Max`` that accept FX proxies (#190671)."""
-
-    @staticmethod
-    def minimum(a: Any, b: Any) -> Any:
-        return _proxy_call(torch.sym_min, a, b)
-
-    @staticmethod
-    def maximum(a: Any, b: Any) -> Any:
-        return _proxy_call(torch.sym_max, a, b)
-
-
-def _proxy_call(target: Any, a: Any, b: Any) -> Any:
-    proxy = next((x for x in (a, b) if isinstance(x, torch.fx.Proxy)), None)
-    if proxy is None:
-        return target(a, b)
-    return proxy.tracer.create_proxy("call_function", target, (a, b), {})
-
-
-def _sympy_interp(self: FxConverter, expr: sympy.Expr) -> Any:
-    """Trace ``expr`` into FX nodes over the defined symbols, sharing subexpressions."""
-    if expr in self.expr_to_proxy:
-        return self.expr_to_proxy[expr]
-    atoms = (sympy.Integer, sympy.Number, sympy.Symbol, sympy.logic.boolalg.BooleanAtom)
-    if isinstance(expr, atoms):
-        return sympy_interp(_FxReferenceAnalysis, self.expr_to_proxy, expr)
-    args = [self._sympy_interp(arg) for arg in expr.args]
-    self.expr_to_proxy[expr] = _run_sympy_handler(_FxReferenceAnalysis, args, expr)
-    return self.expr_to_proxy[expr]
