@@ -54,6 +54,7 @@ def patches() -> list[Patch]:
     removed again by ``disable()``.
     """
     from torch._inductor import ir
+    from torch._inductor.codegen.triton import TritonKernel
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 
@@ -79,6 +80,8 @@ def patches() -> list[Patch]:
         (FxConverter, fx._generate_scalar_assert),
         (FxConverter, fx._generate_size_stride_assert),
         (FxConverter, fx._generate_alignment_assert),
+        (TritonKernel, w.codegen_nan_check),
+        (FxConverter, fx._generate_nan_check),
         (FxConverter, fx._generate_outputs),
         # The remaining raw-text definition sites.
         (PythonWrapperCodegen, w.codegen_dynamic_select_index),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 from torch._inductor import config, ir
+from torch._inductor.codegen.common import TensorArg
 from torch._inductor.codegen.wrapper import WrapperLine
 from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
@@ -302,3 +303,34 @@ def codegen_while_loop_fx(self: Any, while_loop: ir.WhileLoop, stack_output: boo
     self.writeline(WhileLoopLine(self, while_loop, stack_output))
     for subgraph in (while_loop.cond_subgraph, while_loop.body_subgraph):
         self.codegen_subgraph_common(subgraph)
+
+
+@dataclasses.dataclass
+class NanCheckLine(WrapperLine):
+    """With ``config.nan_asserts``: a kernel's tensor arguments hold no NaN or Inf."""
+
+    wrapper: PythonWrapperCodegen
+    names: list[str]
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        for name in self.names:
+            if V.graph.cpp_wrapper:
+                self.wrapper.writeline(
+                    f'AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_check_inf_and_nan("{name}", {name}));'
+                )
+            else:
+                self.wrapper.writeline(f"assert not {name}.isnan().any().item()")
+                self.wrapper.writeline(f"assert not {name}.isinf().any().item()")
+
+    def codegen_fx(self, converter: FxConverter) -> Any:
+        return converter._generate_nan_check
+
+
+def codegen_nan_check(self: Any) -> None:
+    """``TritonKernel.codegen_nan_check``, emitting a :class:`NanCheckLine`."""
+    wrapper = V.graph.wrapper_code
+    _, call_args, arg_signatures, _ = self.args.python_argdefs()
+    names = [
+        arg for arg, signature in zip(call_args, arg_signatures) if isinstance(signature, TensorArg)
+    ]
+    wrapper.writeline(NanCheckLine(wrapper, names))

@@ -1,6 +1,6 @@
-"""FX conversion of unbacked-symbol definitions and of Triton kernel calls.
+"""FX conversion: unbacked-symbol definitions, Triton kernel calls, runtime checks.
 
-Mirrors ``torch/_inductor/codegen/wrapper_fxir.py``. The two ``_generate_*``
+Mirrors ``torch/_inductor/codegen/wrapper_fxir.py``. The ``_generate_*``
 functions are methods of ``FxConverter`` once the overlay is enabled (see
 ``inductor_fx_unbacked._overlay``); the rest is plain code.
 """
@@ -43,6 +43,7 @@ from .wrapper import (
     AlignmentAssertLine,
     DynamicSelectIndexLine,
     DynamicSliceSizeLine,
+    NanCheckLine,
     ScalarAssertLine,
     SizeStrideAssertLine,
     UnbackedSymbolDefsLine,
@@ -437,6 +438,14 @@ def _generate_outputs(self: FxConverter) -> Any:
             if isinstance(output, torch.fx.Node) and _is_floating_tensor(output):
                 _assert_all_finite(self, output)
     return outputs[0] if len(outputs) == 1 and not self.is_subgraph else outputs
+
+
+def _generate_nan_check(self: FxConverter, line: Any) -> None:
+    assert isinstance(line, NanCheckLine), type(line)
+    for name in line.names:
+        node = self.buffer_to_node[name]
+        if _is_floating_tensor(node):
+            _assert_all_finite(self, node)
 
 
 def _is_floating_tensor(node: torch.fx.Node) -> bool:

@@ -97,6 +97,16 @@ class DefaultConfigTest(FxirTestCase):
             with self.assertRaisesRegex(AssertionError, r"expected size|expected stride|stride"):
                 compiled(x)
 
+    def test_nan_asserts_check_outputs_when_enabled(self):
+        from torch._inductor import config
+
+        x = torch.rand(8, device=self.device) + 0.5
+        with config.patch(nan_asserts=True), ifx.fx_backend(self.device):
+            compiled = torch.compile(lambda x: x.log() * 2, fullgraph=True)
+            self.assertEqual(compiled(x), x.log() * 2)
+            with self.assertRaisesRegex(RuntimeError, r"has NaN"):
+                compiled(-x)
+
     def test_strip_runtime_asserts_removes_exactly_the_tagged_nodes(self):
         inputs = [(self.signed(32, 5),), (self.signed(32, 20),)]
 
