@@ -28,6 +28,12 @@ class Patch:
     owner: type
     name: str
     replacement: Any
+    #: If set, ``replacement(original)`` builds what is installed: ours runs
+    #: around upstream's, which stays the only definition of its own part.
+    wraps: bool = False
+
+    def build(self, original: Any) -> Any:
+        return self.replacement(original) if self.wraps else self.replacement
 
 
 _MISSING = object()
@@ -73,6 +79,8 @@ def patches() -> list[Patch]:
         (FxConverter, fx._generate_triton_call),
         # Graph inputs: a symbol passed twice into a subgraph.
         (FxConverter, fx._generate_graph_inputs),
+        # Checks of the graph inputs, once their shapes are defined.
+        (FxConverter, fx.checking_graph_inputs, "_generate_graph_input_shapes", True),
         # Runtime checks as wrapper IR, and their FX form.
         (ir.AssertScalar, w.codegen_scalar_assert, "codegen"),
         (ir.ExternKernel, w.codegen_size_asserts),
@@ -92,7 +100,7 @@ def patches() -> list[Patch]:
         (FxConverter, fx._generate_while_loop),
     ]
     return [
-        Patch(owner, entry[0] if entry else replacement.__name__, replacement)
+        Patch(owner, entry[0] if entry else replacement.__name__, replacement, *entry[1:])
         for owner, replacement, *entry in table
     ]
 
@@ -109,8 +117,9 @@ def enable() -> None:
         if _saved:
             return
         for patch in patches():
-            _saved[(patch.owner, patch.name)] = patch.owner.__dict__.get(patch.name, _MISSING)
-            setattr(patch.owner, patch.name, patch.replacement)
+            original = patch.owner.__dict__.get(patch.name, _MISSING)
+            _saved[(patch.owner, patch.name)] = original
+            setattr(patch.owner, patch.name, patch.build(original))
 
 
 def disable() -> None:

@@ -22,13 +22,21 @@ def current(patch):
     return patch.owner.__dict__.get(patch.name)
 
 
+def is_ours(patch, original):
+    installed = current(patch)
+    if patch.wraps:
+        return installed.__wrapped__ is original
+    return installed is patch.replacement
+
+
 def test_disable_restores_identical_upstream_objects():
     originals = {(p.owner, p.name): current(p) for p in _overlay.patches()}
     ifx.enable()
     assert ifx.is_enabled()
     for patch in _overlay.patches():
-        assert current(patch) is patch.replacement
-        assert current(patch) is not originals[(patch.owner, patch.name)]
+        original = originals[(patch.owner, patch.name)]
+        assert is_ours(patch, original)
+        assert current(patch) is not original
     ifx.disable()
     assert not ifx.is_enabled()
     for patch in _overlay.patches():
@@ -38,8 +46,10 @@ def test_disable_restores_identical_upstream_objects():
 def test_repeated_enable_and_disable_are_safe():
     originals = [current(p) for p in _overlay.patches()]
     ifx.enable()
+    installed = [current(p) for p in _overlay.patches()]
     ifx.enable()
-    assert [current(p) for p in _overlay.patches()] == [p.replacement for p in _overlay.patches()]
+    assert [current(p) for p in _overlay.patches()] == installed
+    assert all(is_ours(p, o) for p, o in zip(_overlay.patches(), originals))
     ifx.disable()
     ifx.disable()
     assert [current(p) for p in _overlay.patches()] == originals

@@ -8,6 +8,7 @@ functions are methods of ``FxConverter`` once the overlay is enabled (see
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import operator
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ from torch._higher_order_ops.triton_kernel_wrap import (
     tracing_triton_hopifier_singleton,
     triton_kernel_wrapper_mutation,
 )
-from torch._inductor import config
+from torch._inductor import config, ir
 from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
 from torch._inductor.codegen.wrapper import (
     DynamicScalarLine,
@@ -30,7 +31,7 @@ from torch._inductor.codegen.wrapper import (
 )
 from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, TritonKernel, replace_floor_div
 from torch._inductor.runtime.triton_heuristics import GridExpr
-from torch._inductor.utils import GPU_ALIGN_BYTES
+from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
 from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -427,6 +428,50 @@ def _generate_alignment_assert(self: FxConverter, line: Any) -> None:
             torch.ops.fx_unbacked.assert_alignment.default,
             (self.buffer_to_node[node.get_name()], GPU_ALIGN_BYTES, node.get_op_name()),
         )
+
+
+def checking_graph_inputs(generate_shapes: Any) -> Any:
+    """Wrap ``FxConverter._generate_graph_input_shapes`` to check the inputs after.
+
+    The Python wrapper checks the size and stride of each tensor input
+    (``size_asserts``) and, with ``nan_asserts``, that it holds no NaN or Inf; it
+    writes these into its prologue, which FX conversion never sees.
+    """
+
+    @functools.wraps(generate_shapes)
+    def _generate_graph_input_shapes(self: FxConverter) -> None:
+        generate_shapes(self)
+        if not self.is_subgraph:
+            _generate_graph_input_asserts(self)
+
+    return _generate_graph_input_shapes
+
+
+def _generate_graph_input_asserts(self: FxConverter) -> None:
+    for ir_node in self.graph_inputs.values():
+        if not isinstance(ir_node, ir.TensorBox):
+            continue
+        placeholder = self.buffer_to_node[self._get_buffer(ir_node).get_name()]
+        size, stride = ir_node.get_size(), ir_node.get_stride()
+        # A symbol that no input size defines (an unused input's) has no node.
+        defined = all(
+            _is_defined(self, symbol)
+            for expr in (*size, *stride)
+            for symbol in sympy.sympify(expr).free_symbols
+        )
+        if config.size_asserts and defined and sympy_product(size) != 0:
+            _add_assert(
+                self,
+                torch.ops.fx_unbacked.assert_size_stride.default,
+                (
+                    placeholder,
+                    self._generate_sym_nodes(size),
+                    self._generate_sym_nodes(stride),
+                    "input",
+                ),
+            )
+        if config.nan_asserts and _is_floating_tensor(placeholder):
+            _assert_all_finite(self, placeholder)
 
 
 def _generate_outputs(self: FxConverter) -> Any:

@@ -513,11 +513,12 @@ class UnbackedSymbolDefsTest(FxirTestCase):
             fx_outline(gm),
             """\
 arg0_1 = placeholder
+assert_size_stride_default = fx_unbacked.assert_size_stride.default(arg0_1, [32], [1], 'input')
 buf0 = empty_strided([32], [1], dtype=torch.bool)
 triton_kernel(in_ptr0=arg0_1, out_ptr0=buf0)
 buf1 = aten.nonzero.default(buf0)
 sym_size_int = aten.sym_size.int(buf1, 0)  # defines u0
-assert_size_stride_default = fx_unbacked.assert_size_stride.default(buf1, [sym_size_int, 1], [1, sym_size_int], 'torch.ops.aten.nonzero.default')
+assert_size_stride_default_1 = fx_unbacked.assert_size_stride.default(buf1, [sym_size_int, 1], [1, sym_size_int], 'torch.ops.aten.nonzero.default')
 assert_alignment_default = fx_unbacked.assert_alignment.default(buf1, 16, 'torch.ops.aten.nonzero.default')
 ge = ge(sym_size_int, 0)
 _assert_scalar_default = aten._assert_scalar.default(ge, 'u0 >= 0')
@@ -567,6 +568,9 @@ arg3_1 = placeholder
 arg4_1 = placeholder
 true_graph_0 = self.true_graph_0
 false_graph_0 = self.false_graph_0
+assert_size_stride_default = fx_unbacked.assert_size_stride.default(arg2_1, [s17, s94], [s94, 1], 'input')
+assert_size_stride_default_1 = fx_unbacked.assert_size_stride.default(arg3_1, [s17, s94], [s94, 1], 'input')
+assert_size_stride_default_2 = fx_unbacked.assert_size_stride.default(arg4_1, [s17, s94], [s94, 1], 'input')
 buf1 = empty_strided([], [], dtype=torch.bool)
 mul = mul(s17, s94)
 triton_kernel(in_ptr0=arg4_1, out_ptr1=buf1, r0_numel=mul)
@@ -574,7 +578,7 @@ cond = cond(buf1, true_graph_0, false_graph_0, (arg4_1, s94, s17, s17, arg3_1))
 getitem = getitem(cond, 0)
 sym_size_int = aten.sym_size.int(getitem, 0)  # defines u0
 buf3 = getitem(cond, 0)
-assert_size_stride_default = fx_unbacked.assert_size_stride.default(buf3, [sym_size_int, s94], [s94, 1], 'torch.ops.cond')
+assert_size_stride_default_3 = fx_unbacked.assert_size_stride.default(buf3, [sym_size_int, s94], [s94, 1], 'torch.ops.cond')
 assert_alignment_default = fx_unbacked.assert_alignment.default(buf3, 16, 'torch.ops.cond')
 ge = ge(sym_size_int, 0)
 _assert_scalar_default = aten._assert_scalar.default(ge, 'u0 >= 0')
