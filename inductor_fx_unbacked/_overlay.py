@@ -1,8 +1,9 @@
 """Install and remove the overlay: the only module that touches upstream objects.
 
 The overlay is a table of (upstream owner, attribute, our implementation).
-``enable()`` saves each original from the owner's own ``__dict__`` and sets ours;
-``disable()`` puts the identical original objects back. Everything else in the
+``enable()`` saves each original from the owner's own ``__dict__`` and sets ours
+(or, for a ``wraps`` entry, ours built around the original); ``disable()`` puts
+the identical original objects back. Everything else in the
 package is ordinary code that can be read and tested without patching anything.
 """
 
