@@ -93,11 +93,8 @@ class FxKeyPathEmitter:
         if divisor != 1:
             remainder = self.graph.call_function(operator.mod, (value, divisor_arg))
             divisible = self.graph.call_function(operator.eq, (remainder, 0))
-            check = self.graph.call_function(
-                aten._assert_scalar.default,
-                (divisible, f"{self.symbol}: {value.name} is not divisible by {divisor}"),
-            )
-            check.meta["runtime_assert"] = True
+            message = f"{self.symbol}: {value.name} is not divisible by {divisor}"
+            _add_assert(self.converter, aten._assert_scalar.default, (divisible, message))
         return self.graph.call_function(operator.floordiv, (value, divisor_arg))
 
     def convert_int(self, value: torch.fx.Node) -> torch.fx.Node:
@@ -407,15 +404,18 @@ def _generate_scalar_assert(self: FxConverter, line: Any) -> None:
 def _generate_size_stride_assert(self: FxConverter, line: Any) -> None:
     assert isinstance(line, SizeStrideAssertLine), type(line)
     node = line.node
+    _assert_size_stride(
+        self, self.buffer_to_node[line.name], node.get_size(), node.get_stride(), node.get_op_name()
+    )
+
+
+def _assert_size_stride(
+    self: FxConverter, tensor: torch.fx.Node, size: Any, stride: Any, op_name: str
+) -> None:
     _add_assert(
         self,
         torch.ops.fx_unbacked.assert_size_stride.default,
-        (
-            self.buffer_to_node[line.name],
-            self._generate_sym_nodes(node.get_size()),
-            self._generate_sym_nodes(node.get_stride()),
-            node.get_op_name(),
-        ),
+        (tensor, self._generate_sym_nodes(size), self._generate_sym_nodes(stride), op_name),
     )
 
 
@@ -460,16 +460,7 @@ def _generate_graph_input_asserts(self: FxConverter) -> None:
             for symbol in sympy.sympify(expr).free_symbols
         )
         if config.size_asserts and defined and sympy_product(size) != 0:
-            _add_assert(
-                self,
-                torch.ops.fx_unbacked.assert_size_stride.default,
-                (
-                    placeholder,
-                    self._generate_sym_nodes(size),
-                    self._generate_sym_nodes(stride),
-                    "input",
-                ),
-            )
+            _assert_size_stride(self, placeholder, size, stride, "input")
         if config.nan_asserts and _is_floating_tensor(placeholder):
             _assert_all_finite(self, placeholder)
 
