@@ -12,6 +12,7 @@ from one run on one machine. Writes a markdown report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -28,21 +29,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 ASSERT_FLAGS = ("alignment_asserts", "size_asserts", "scalar_asserts", "nan_asserts")
 
 
-from inductor_fx_unbacked._programs import PROGRAMS, Program  # noqa: E402
-
-
-def same(a: Any, b: Any) -> bool:
-    flat_a, spec_a = torch.utils._pytree.tree_flatten(a)
-    flat_b, spec_b = torch.utils._pytree.tree_flatten(b)
-    return spec_a == spec_b and all(
-        x.shape == y.shape and torch.allclose(x, y, rtol=1e-4, atol=1e-4)
-        for x, y in zip(flat_a, flat_b)
-    )
-
-
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+from inductor_fx_unbacked._programs import (  # noqa: E402
+    PROGRAMS,
+    Program,
+    same,
+    synchronize,
+)
 
 
 def measure(program: Program, mode: str, device: str, n: int, calls: int) -> dict[str, Any]:
@@ -54,31 +46,25 @@ def measure(program: Program, mode: str, device: str, n: int, calls: int) -> dic
         fn = program.fn
     else:
         fn = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
-    context = ifx.fx_backend(device) if mode == "fx" else _nullcontext()
+    context = ifx.fx_backend(device) if mode == "fx" else contextlib.nullcontext()
     with context:
-        sync(device)
+        synchronize(device)
         start = time.perf_counter()
         first = fn(*inputs[0])
-        sync(device)
+        synchronize(device)
         cold = time.perf_counter() - start
         results = [first, fn(*inputs[1])]
-        ok = all(same(r, program.fn(*args)) for r, args in zip(results, inputs))
+        ok = all(
+            same(r, program.fn(*args), rtol=1e-4, atol=1e-4) for r, args in zip(results, inputs)
+        )
         times = []
         for _ in range(calls):
-            sync(device)
+            synchronize(device)
             start = time.perf_counter()
             fn(*inputs[0])
-            sync(device)
+            synchronize(device)
             times.append(time.perf_counter() - start)
     return {"ok": ok, "cold": cold, "steady_ms": statistics.median(times) * 1e3}
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def main() -> int:

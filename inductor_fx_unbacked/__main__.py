@@ -13,7 +13,6 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
 
 import torch
 
@@ -35,25 +34,9 @@ def format_graph(gm: torch.fx.GraphModule) -> str:
     return "\n".join(lines)
 
 
-def _same(a: Any, b: Any) -> bool:
-    flat_a, spec_a = torch.utils._pytree.tree_flatten(a)
-    flat_b, spec_b = torch.utils._pytree.tree_flatten(b)
-    if spec_a != spec_b:
-        return False
-    return all(
-        x.shape == y.shape and torch.allclose(x, y) if isinstance(x, torch.Tensor) else x == y
-        for x, y in zip(flat_a, flat_b)
-    )
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def run_demo(device: str, calls: int) -> int:
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked._programs import BY_NAME
+    from inductor_fx_unbacked._programs import BY_NAME, same, synchronize
 
     torch._dynamo.config.capture_scalar_outputs = True
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
@@ -69,21 +52,21 @@ def run_demo(device: str, calls: int) -> int:
             with ifx.recording_graphs() as graphs:
                 start = time.perf_counter()
                 results = [compiled(*first)]
-                _sync(device)
+                synchronize(device)
                 cold = time.perf_counter() - start
             results.append(compiled(*second))
             times = []
             for _ in range(calls):
                 start = time.perf_counter()
                 compiled(*second)
-                _sync(device)
+                synchronize(device)
                 times.append(time.perf_counter() - start)
         for i, gm in enumerate(graphs):
             print(f"--- FX graph {i + 1} of {len(graphs)} ---")
             print(format_graph(gm))
         for args, result in zip((first, second), results, strict=True):
             expected = program.fn(*args)
-            ok = _same(result, expected)
+            ok = same(result, expected)
             failures += not ok
             sizes = [tuple(t.shape) for t in torch.utils._pytree.tree_leaves(expected)]
             print(f"eager output sizes {sizes}: {'match' if ok else 'MISMATCH'}")

@@ -62,8 +62,9 @@ def two_signed(fractions):
 
 def p5_inputs(device, n):
     x = signed(n, 0.5, device, seed=3)
-    a = torch.tensor([n // 8] * 8)
-    b = torch.tensor([0, n // 4, n // 4, 0, n // 8, n // 8, n // 8, n - 3 * n // 4 - n // 8])
+    a = torch.tensor([n // 8] * 7 + [n - 7 * (n // 8)])
+    quarter, eighth = n // 4, n // 8
+    b = torch.tensor([0, quarter, quarter, 0, eighth, eighth, eighth, n - 2 * quarter - 3 * eighth])
     return [(x, a.to(device)), (x, b.to(device))]
 
 
@@ -114,3 +115,21 @@ PROGRAMS = [
 ]
 
 BY_NAME = {program.name: program for program in PROGRAMS}
+
+
+def same(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
+    """Same structure, tensors of the same shape and close values, other leaves equal."""
+    flat_a, spec_a = torch.utils._pytree.tree_flatten(a)
+    flat_b, spec_b = torch.utils._pytree.tree_flatten(b)
+    return spec_a == spec_b and all(
+        x.shape == y.shape and torch.allclose(x, y, rtol=rtol, atol=atol)
+        if isinstance(x, torch.Tensor)
+        else x == y
+        for x, y in zip(flat_a, flat_b)
+    )
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device, so that wall-clock times include the kernels."""
+    if device == "cuda":
+        torch.cuda.synchronize()
