@@ -24,10 +24,11 @@ class Program:
     dynamic: bool | None = None
 
 
-def signed(n: int, positive_fraction: float, device: str, seed: int) -> torch.Tensor:
+def signed(n: int, positive: int, device: str, seed: int) -> torch.Tensor:
+    """``n`` nonzero values, ``positive`` of them positive, in shuffled order."""
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(n, generator=g) + 0.1
-    x[int(n * positive_fraction) :] *= -1
+    x[positive:] *= -1
     return x[torch.randperm(n, generator=g)].to(device)
 
 
@@ -57,11 +58,11 @@ def p7(x):
 
 
 def two_signed(fractions):
-    return lambda d, n: [(signed(n, f, d, seed=i),) for i, f in enumerate(fractions)]
+    return lambda d, n: [(signed(n, int(n * f), d, seed=i),) for i, f in enumerate(fractions)]
 
 
 def p5_inputs(device, n):
-    x = signed(n, 0.5, device, seed=3)
+    x = signed(n, n // 2, device, seed=3)
     a = torch.tensor([n // 8] * 7 + [n - 7 * (n // 8)])
     quarter, eighth = n // 4, n // 8
     b = torch.tensor([0, quarter, quarter, 0, eighth, eighth, eighth, n - 2 * quarter - 3 * eighth])

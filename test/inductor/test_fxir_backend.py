@@ -24,6 +24,7 @@ from torch.testing._internal.common_utils import (
 )
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked._programs import signed
 from inductor_fx_unbacked.codegen import wrapper as ours
 from inductor_fx_unbacked.codegen import wrapper_fxir as ours_fx
 
@@ -152,10 +153,7 @@ class FxirTestCase(InductorTestCase):
 
     def signed(self, n, positive, seed=0):
         """``n`` values, ``positive`` of them positive, in shuffled order."""
-        g = torch.Generator().manual_seed(seed + 97 * positive)
-        x = torch.rand(n, generator=g) + 0.1
-        x[positive:] *= -1
-        return x[torch.randperm(n, generator=g)].to(self.device)
+        return signed(n, positive, self.device, seed + 97 * positive)
 
 
 @instantiate_parametrized_tests
