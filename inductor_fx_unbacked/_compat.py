@@ -1,8 +1,19 @@
-"""Differences between the supported torch releases, by feature, in one place."""
+"""Differences between the supported torch releases (2.10 to 2.15), by feature.
+
+Each entry is chosen once, at import, by what the installed torch has (never by
+its version string), and names the releases it stands for. Nothing else in the
+package asks which torch it runs on.
+"""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
+
+from torch._higher_order_ops import triton_kernel_wrap
+from torch._inductor import config
+from torch._inductor.codegen import wrapper as _wrapper
+from torch._inductor.sizevars import SizeVarAllocator
 
 
 def ensure_kernel_loaded(tuner: Any) -> None:
@@ -10,9 +21,9 @@ def ensure_kernel_loaded(tuner: Any) -> None:
 
     Parallel compile workers strip ``JITFunction.fn`` before pickling the
     autotuner back; a kernel stored in the Triton side table in that state fails
-    at run time inside ``JITFunction.run``. Torch 2.13 reloads it with
-    ``CachingAutotuner._ensure_kernel_loaded``; torch 2.11 has only the stashed
-    ``_reload_kernel`` callback.
+    at run time inside ``JITFunction.run``. Torch 2.12+ reloads it with
+    ``CachingAutotuner._ensure_kernel_loaded``; 2.10 and 2.11 have only the
+    stashed ``_reload_kernel`` callback.
     """
     if hasattr(tuner, "_ensure_kernel_loaded"):
         tuner._ensure_kernel_loaded()
@@ -20,22 +31,60 @@ def ensure_kernel_loaded(tuner: Any) -> None:
         tuner.fn = tuner._reload_kernel().fn
 
 
-def _has_size_stride_assert_line() -> bool:
-    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+# Hints. Torch 2.11+ tunes with ``optimization_hint``; 2.10 has ``size_hint``.
+if hasattr(SizeVarAllocator, "optimization_hint"):
 
-    return hasattr(PythonWrapperCodegen, "_codegen_assert_size_stride")
+    def optimization_hint(sizevars: SizeVarAllocator, expr: Any) -> int:
+        return sizevars.optimization_hint(expr)
+
+else:
+
+    def optimization_hint(sizevars: SizeVarAllocator, expr: Any) -> int:
+        return sizevars.size_hint(expr)
 
 
-#: Torch 2.13 checks extern kernel outputs in the C++ wrapper too, through the
-#: overridable ``_codegen_assert_size_stride``; torch 2.11 checks them in Python only.
-CPP_SIZE_ASSERTS = _has_size_stride_assert_line()
+# Alignment checks. Torch 2.15 writes an ``AssertAlignmentLine`` (Python and C++
+# wrappers); 2.10 to 2.14 write the text ``assert_alignment(...)``, Python only.
+_AssertAlignmentLine = getattr(_wrapper, "AssertAlignmentLine", None)
 
 
-def write_size_stride_assert(
-    wrapper: Any, code: Any, name: str, size: str, stride: str, op_name: str
-) -> None:
-    """Write the size/stride check of a buffer as the installed torch writes it."""
-    if CPP_SIZE_ASSERTS:
-        wrapper._codegen_assert_size_stride(code, name, size, stride, op_name)
-    else:
-        code.writeline(f"assert_size_stride({name}, {size}, {stride}, {op_name!r})")
+def is_alignment_assert(line: Any) -> bool:
+    """Whether a line that upstream wrote is an alignment check (not a comment)."""
+    if _AssertAlignmentLine is not None and isinstance(line, _AssertAlignmentLine):
+        return True
+    return isinstance(line, str) and line.startswith("assert_alignment(")
+
+
+# Scalar range checks. Torch 2.15 drops range bounds such as ``u0 >= 0`` under
+# ``config.unsafe_skip_scalar_range_asserts``; earlier releases have no such option.
+if hasattr(config, "unsafe_skip_scalar_range_asserts"):
+    from torch._inductor.sizevars import is_range_bound
+
+    def skips_scalar_assert(node: Any) -> bool:
+        return bool(config.unsafe_skip_scalar_range_asserts) and is_range_bound(node.scalar)
+
+else:
+
+    def skips_scalar_assert(node: Any) -> bool:
+        return False
+
+
+# Triton backend options. Torch 2.14+ carries them to the kernel HOP as
+# ``launch_kwargs``; earlier HOPs take no such argument.
+HOP_LAUNCH_KWARGS = (
+    "launch_kwargs"
+    in inspect.signature(triton_kernel_wrap.triton_kernel_wrapper_mutation_dense).parameters
+)
+
+
+# Triton's interpreter. Triton 3.6 (pinned by torch 2.10 and 2.11) converts a
+# scalar to an index with ``int(array)``, which NumPy 2.4+ refuses for the
+# one-element arrays scalars are; Triton 3.7+ squeezes the array first.
+def _triton_interpreter_index_needs_squeeze() -> bool:
+    import triton
+    from torch.torch_version import Version
+
+    return Version(Version(triton.__version__).base_version) < Version("3.7")
+
+
+TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE = _triton_interpreter_index_needs_squeeze()

@@ -17,7 +17,7 @@ import torch
 from torch.torch_version import Version
 
 #: Inclusive lower bound and exclusive upper bound of the supported torch releases.
-SUPPORTED_TORCH = ("2.11", "2.14")
+SUPPORTED_TORCH = ("2.10", "2.16")
 
 
 class UnsupportedTorchVersionError(RuntimeError):
@@ -26,7 +26,7 @@ class UnsupportedTorchVersionError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Patch:
-    owner: type
+    owner: Any
     name: str
     replacement: Any
     #: If set, ``replacement(original)`` builds what is installed: ours runs
@@ -34,7 +34,12 @@ class Patch:
     wraps: bool = False
 
     def build(self, original: Any) -> Any:
-        return self.replacement(original) if self.wraps else self.replacement
+        if not self.wraps:
+            return self.replacement
+        if original is _MISSING:
+            # Inherited: wrap what the owner resolves to.
+            original = getattr(self.owner, self.name)
+        return self.replacement(original)
 
 
 _MISSING = object()
@@ -78,30 +83,32 @@ def patches() -> list[Patch]:
         # Parts 4 and 5: the Triton call.
         (FxConverter, fx._generate_kernel_definition),
         (FxConverter, fx._generate_triton_call),
-        # Graph inputs: a symbol passed twice into a subgraph.
-        (FxConverter, fx._generate_graph_inputs),
+        # Outputs nested in lists.
+        (FxConverter, fx._generate_multi_output),
+        # Graph inputs: upstream's, without a placeholder name twice.
+        (FxConverter, fx.deduplicating_graph_inputs, "_generate_graph_inputs", True),
         # Checks of the graph inputs, once their shapes are defined.
         (FxConverter, fx.checking_graph_inputs, "_generate_graph_input_shapes", True),
-        # Runtime checks as wrapper IR, and their FX form.
-        (ir.AssertScalar, w.codegen_scalar_assert, "codegen"),
-        (ir.ExternKernel, w.codegen_size_asserts),
-        (ir.ExternKernel, w.codegen_alignment_asserts),
+        # Runtime checks as wrapper IR for the FX wrapper; upstream's for the others.
+        (ir.AssertScalar, w.codegen_scalar_assert, "codegen", True),
+        (ir.ExternKernel, w.codegen_size_asserts, None, True),
+        (ir.ExternKernel, w.codegen_alignment_asserts, None, True),
+        (TritonKernel, w.codegen_nan_check, None, True),
         (FxConverter, fx._generate_scalar_assert),
         (FxConverter, fx._generate_size_stride_assert),
         (FxConverter, fx._generate_alignment_assert),
-        (TritonKernel, w.codegen_nan_check),
         (FxConverter, fx._generate_nan_check),
         (FxConverter, fx._generate_outputs),
-        # The remaining raw-text definition sites.
-        (PythonWrapperCodegen, w.codegen_dynamic_select_index),
-        (PythonWrapperCodegen, w.codegen_dynamic_slice_size),
+        # The remaining raw-text definition sites, as lines for the FX wrapper.
+        (PythonWrapperCodegen, w.codegen_dynamic_select_index, None, True),
+        (PythonWrapperCodegen, w.codegen_dynamic_slice_size, None, True),
         (WrapperFxCodegen, w.codegen_while_loop_fx, "codegen_while_loop"),
         (FxConverter, fx._generate_dynamic_select_index),
         (FxConverter, fx._generate_dynamic_slice_size),
         (FxConverter, fx._generate_while_loop),
     ]
     return [
-        Patch(owner, entry[0] if entry else replacement.__name__, replacement, *entry[1:])
+        Patch(owner, (entry[0] if entry else None) or replacement.__name__, replacement, *entry[1:])
         for owner, replacement, *entry in table
     ]
 
@@ -132,3 +139,38 @@ def disable() -> None:
             else:
                 setattr(owner, name, original)
         _saved.clear()
+
+
+# Triton's interpreter, for the CPU mode. Interpreted kernels run whenever a
+# compiled graph is called, long after ``fx_backend`` has exited, so this fix
+# stays installed for the process once the CPU mode is first used.
+_interpreter_saved: dict[str, Any] = {}
+
+
+def fix_interpreter_indexing() -> None:
+    """Let Triton 3.6's interpreter index with scalars under NumPy 2.4+. Idempotent.
+
+    See :func:`inductor_fx_unbacked.interpreter.patch_lang_tensor`; a no-op with
+    Triton 3.7+, which has the same fix.
+    """
+    from . import _compat, interpreter
+
+    if not _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
+        return
+    from triton.runtime import interpreter as triton_interpreter
+
+    with _lock:
+        if not _interpreter_saved:
+            original = triton_interpreter._patch_lang_tensor
+            _interpreter_saved["_patch_lang_tensor"] = original
+            triton_interpreter._patch_lang_tensor = interpreter.patch_lang_tensor(original)
+
+
+def unfix_interpreter_indexing() -> None:
+    """Restore the interpreter's own ``_patch_lang_tensor``."""
+    from triton.runtime import interpreter as triton_interpreter
+
+    with _lock:
+        for name, original in _interpreter_saved.items():
+            setattr(triton_interpreter, name, original)
+        _interpreter_saved.clear()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import warnings
 from collections.abc import Iterator
@@ -25,9 +26,9 @@ from typing import Any
 
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
-from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
+from torch._inductor.codegen.wrapper_fxir import FxConverter
 
-from .codegen.wrapper_fxir import import_kernel_definition
+from .codegen.wrapper_fxir import import_kernel_definition, register_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
 
@@ -37,7 +38,8 @@ class InterpreterNotEnabledError(RuntimeError):
 
 
 def require_interpreter() -> None:
-    """Raise unless ``TRITON_INTERPRET=1`` is in the environment."""
+    """Raise unless ``TRITON_INTERPRET=1`` is in the environment; then make sure the
+    interpreter runs under the installed NumPy."""
     if os.environ.get(INTERPRET_ENV) != "1":
         raise InterpreterNotEnabledError(
             "the FX backend on CPU runs Triton kernels with Triton's interpreter, "
@@ -45,6 +47,9 @@ def require_interpreter() -> None:
             f"imported; start Python with {INTERPRET_ENV}=1 "
             "(python -m inductor_fx_unbacked demo sets it itself)"
         )
+    from ._overlay import fix_interpreter_indexing
+
+    fix_interpreter_indexing()
 
 
 def _make_driver() -> Any:
@@ -116,6 +121,25 @@ class InterpretedCompileResult:
     config: Any
 
 
+def patch_lang_tensor(original: Any) -> Any:
+    """Wrap the interpreter's ``_patch_lang_tensor`` so that ``tl.tensor.__index__``
+    accepts the one-element arrays that scalars are.
+
+    Triton 3.6 converts with ``int(array)``, which NumPy 2.4 refuses for arrays of
+    one dimension (``only 0-dimensional arrays can be converted to Python
+    scalars``) on every loop with a runtime bound; Triton 3.7+ squeezes first, as
+    this does. The interpreter restores the attribute with the rest of its
+    patches after each launch.
+    """
+
+    @functools.wraps(original)
+    def _patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    return _patch_lang_tensor
+
+
 class InterpreterFxConverter(FxConverter):
     """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
 
@@ -126,4 +150,4 @@ class InterpreterFxConverter(FxConverter):
         # wrap_triton hands an InterpretedFunction back unwrapped (torch 2.13) or
         # refuses it (torch 2.11); the kernel table takes it as it is.
         wrapped = TraceableTritonKernelWrapper(tuner.fn, None, None)
-        self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
+        register_kernel(self, line.kernel_name, tuner, wrapped)

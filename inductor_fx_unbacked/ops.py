@@ -2,9 +2,9 @@
 
 Scalar conditions become ``aten._assert_scalar``; the Python wrapper's tensor
 checks have no aten equivalent with the same semantics (``_assert_tensor_metadata``
-also compares the strides of size-1 dimensions), so they are these two custom
-ops, which call the very functions the Python wrapper calls. Both return nothing,
-so FX's metadata propagation does not run them on fake tensors.
+also compares the strides of size-1 dimensions), so they are custom ops, which
+call the very functions the Python wrapper calls. They return nothing, so FX's
+metadata propagation does not run them on fake tensors.
 """
 
 from __future__ import annotations
@@ -23,6 +23,22 @@ def assert_size_stride(
 
 @assert_size_stride.register_fake
 def _(tensor, size, stride, op_name):
+    return None
+
+
+@torch.library.custom_op("fx_unbacked::assert_tensor_metadata", mutates_args=())
+def assert_tensor_metadata(
+    tensor: torch.Tensor, size: list[int], stride: list[int], dtype: torch.dtype, op_name: str
+) -> None:
+    """Raise unless ``tensor`` has this dtype, size and stride (torch 2.14+ checks the
+    dtype of extern kernel outputs too)."""
+    from torch._inductor.runtime.runtime_utils import assert_tensor_metadata
+
+    assert_tensor_metadata(tensor, tuple(size), tuple(stride), dtype, op_name)
+
+
+@assert_tensor_metadata.register_fake
+def _(tensor, size, stride, dtype, op_name):
     return None
 
 

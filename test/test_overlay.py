@@ -55,16 +55,19 @@ def test_repeated_enable_and_disable_are_safe():
     assert [current(p) for p in _overlay.patches()] == originals
 
 
-@pytest.mark.parametrize("version", ["2.9.1", "2.10.0+cu128", "2.14.0", "2.14.0a0+git1234"])
+@pytest.mark.parametrize("version", ["2.9.1", "2.9.0+cu128", "2.16.0", "2.16.0a0+git1234"])
 def test_unsupported_torch_version_is_refused(monkeypatch, version):
     monkeypatch.setattr(torch, "__version__", version)
-    with pytest.raises(ifx.UnsupportedTorchVersionError, match=r"torch>=2\.11,<2\.14") as e:
+    with pytest.raises(ifx.UnsupportedTorchVersionError, match=r"torch>=2\.10,<2\.16") as e:
         ifx.enable()
     assert version in str(e.value)
     assert not ifx.is_enabled()
 
 
-@pytest.mark.parametrize("version", ["2.11.0", "2.12.1+cpu", "2.13.0"])
+@pytest.mark.parametrize(
+    "version",
+    ["2.10.0+cu128", "2.11.0", "2.12.1+cpu", "2.13.0", "2.14.1", "2.15.0", "2.15.0a0+git1"],
+)
 def test_supported_torch_versions_are_accepted(version):
     _overlay.check_torch_version(version)
 

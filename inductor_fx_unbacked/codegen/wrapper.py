@@ -7,7 +7,10 @@ functions are methods of ``PythonWrapperCodegen`` once the overlay is enabled
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -15,12 +18,11 @@ import torch
 from torch._inductor import config, ir
 from torch._inductor.codegen.common import TensorArg
 from torch._inductor.codegen.wrapper import WrapperLine
-from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
 from torch.fx.experimental.symbolic_shapes import resolve_unbacked_bindings
 from torch.utils import _pytree as pytree
 
-from .._compat import CPP_SIZE_ASSERTS, write_size_stride_assert
+from .._compat import is_alignment_assert, skips_scalar_assert
 from .keypath import CppTextEmitter, PythonTextEmitter, define_symbol
 
 if TYPE_CHECKING:
@@ -101,24 +103,63 @@ def _cpp_root(outputs: Any, keypath: pytree.KeyPath) -> tuple[str, pytree.KeyPat
     """The C++ wrapper never binds the kernel's own name, only its output buffers.
 
     A single output is the root; if it is a ``MultiOutput`` with indices (a list
-    of one tensor), the first key selects it and is consumed. With several
-    outputs, the first key must select one.
+    of one tensor), the first key selects it and is consumed. Otherwise leading
+    ``SequenceKey`` entries select an output, through nested lists of outputs
+    (a custom op returning ``list[list[Tensor]]``) down to one buffer.
     """
-    if len(outputs) == 1:
+    if len(outputs) == 1 and isinstance(outputs[0], ir.IRNode):
         (out,) = outputs
         selects_output = isinstance(out, ir.MultiOutput) and len(out.indices) != 0
         return out.get_name(), keypath[1:] if selects_output else keypath
-    first = keypath[0] if keypath else None
-    if not isinstance(first, pytree.SequenceKey):
-        raise NotImplementedError(
-            f"cannot select one of {len(outputs)} outputs with KeyPath {keypath!r}"
-        )
-    return outputs[first.idx].get_name(), keypath[1:]
+    value, rest = outputs, tuple(keypath)
+    while isinstance(value, (list, tuple)):
+        first = rest[0] if rest else None
+        if not isinstance(first, pytree.SequenceKey) or not 0 <= first.idx < len(value):
+            raise NotImplementedError(
+                f"cannot select one of {len(value)} outputs with KeyPath {tuple(keypath)!r}"
+            )
+        value, rest = value[first.idx], rest[1:]
+    return value.get_name(), rest
 
 
-# Runtime checks as wrapper IR. Each line's ``codegen()`` writes the text the
-# wrapper wrote before; its ``codegen_fx()`` turns the check into FX nodes that
-# raise at run time, tagged ``meta["runtime_assert"]``.
+# Runtime checks as wrapper IR, for the FX wrapper only. Each overlay entry below
+# wraps upstream's method: the Python and C++ wrappers get upstream's own method,
+# unchanged, so the text they write is upstream's on every release. The FX
+# wrapper gets a line whose ``codegen_fx()`` turns the check into FX nodes that
+# raise at run time, tagged ``meta["runtime_assert"]``; whether a check is made,
+# and with which dtype, is still upstream's decision, read off what it writes.
+
+
+def is_fx_wrapper(wrapper: Any) -> bool:
+    from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+
+    return isinstance(wrapper, WrapperFxCodegen)
+
+
+@contextlib.contextmanager
+def captured_lines(wrapper: PythonWrapperCodegen) -> Iterator[list[Any]]:
+    """Collect what ``wrapper.writeline`` receives inside, instead of writing it."""
+    lines: list[Any] = []
+    previous = wrapper.__dict__.get("writeline", _MISSING)
+    wrapper.writeline = lines.append  # type: ignore[method-assign]
+    try:
+        yield lines
+    finally:
+        if previous is _MISSING:
+            del wrapper.writeline
+        else:
+            wrapper.writeline = previous  # type: ignore[method-assign]
+
+
+_MISSING = object()
+
+
+def _replay(wrapper: PythonWrapperCodegen, code: IndentedBuffer, lines: list[Any]) -> None:
+    for line in lines:
+        if isinstance(line, WrapperLine):
+            line.codegen(code)
+        else:
+            wrapper.writeline(line)
 
 
 @dataclasses.dataclass
@@ -130,65 +171,67 @@ class ScalarAssertLine(WrapperLine):
     node: ir.AssertScalar
 
     def codegen(self, code: IndentedBuffer) -> None:
-        node = self.node
-        if V.graph.cpp_wrapper:
-            condition = self.wrapper.codegen_cpp_sizevar(node.scalar, simplify=False)
-            symbol = next(iter(node.get_free_symbol_uses(unbacked_only=False)))
-            self.wrapper.writeline(
-                f"if (!({condition})) {{ throw std::runtime_error("
-                f'"Expected {node.msg} but received " + std::to_string({symbol})); }}'
-            )
-        else:
-            condition = self.wrapper.codegen_python_sizevar(node.scalar, simplify=False)
-            self.wrapper.writeline(f"if not ({condition}):")
-            self.wrapper.writeline(f"    raise RuntimeError({node.msg!r})")
-            self.wrapper.writeline(f"{node.get_name()} = None")
+        condition = self.wrapper.codegen_python_sizevar(self.node.scalar, simplify=False)
+        self.wrapper.writeline(f"if not ({condition}):")
+        self.wrapper.writeline(f"    raise RuntimeError({self.node.msg!r})")
+        self.wrapper.writeline(f"{self.node.get_name()} = None")
 
     def codegen_fx(self, converter: FxConverter) -> Any:
         return converter._generate_scalar_assert
 
 
-def codegen_scalar_assert(self: ir.AssertScalar, wrapper: PythonWrapperCodegen) -> None:
-    """``ir.AssertScalar.codegen``: emit the check as a line, for every wrapper.
+def codegen_scalar_assert(original: Callable[..., None]) -> Callable[..., None]:
+    """``ir.AssertScalar.codegen``: the FX wrapper gets a :class:`ScalarAssertLine`.
 
-    Upstream skips it under ``fx_wrapper`` (a TODO), so a violated ``torch._check``
-    ran silently on the AOT path.
+    Upstream writes raw text there (a ``torch.compile`` FX backend then fails to
+    convert it) or, under ``fx_wrapper``, nothing (a TODO), so a violated
+    ``torch._check`` ran silently on the AOT path.
     """
-    if config.scalar_asserts:
-        wrapper.writeline(ScalarAssertLine(wrapper, self))
+
+    @functools.wraps(original)
+    def codegen(self: ir.AssertScalar, wrapper: PythonWrapperCodegen) -> None:
+        if not is_fx_wrapper(wrapper):
+            return original(self, wrapper)
+        if config.scalar_asserts and not skips_scalar_assert(self):
+            wrapper.writeline(ScalarAssertLine(wrapper, self))
+
+    return codegen
 
 
 @dataclasses.dataclass
 class SizeStrideAssertLine(WrapperLine):
-    """The size and stride an extern kernel's output must have."""
+    """The size, stride and (where upstream checks it) dtype an extern kernel's
+    output must have. ``upstream_lines`` is what upstream wrote for it."""
 
     wrapper: PythonWrapperCodegen
     node: ir.ExternKernel
     name: str
+    dtype: torch.dtype | None
+    upstream_lines: list[Any]
 
     def codegen(self, code: IndentedBuffer) -> None:
-        size = self.wrapper.codegen_shape_tuple(self.node.get_size())
-        stride = self.wrapper.codegen_shape_tuple(self.node.get_stride())
-        op = self.node.get_op_name()
-        write_size_stride_assert(self.wrapper, code, self.name, size, stride, op)
+        _replay(self.wrapper, code, self.upstream_lines)
 
     def codegen_fx(self, converter: FxConverter) -> Any:
         return converter._generate_size_stride_assert
 
 
-def codegen_size_asserts(self: ir.ExternKernel, wrapper: PythonWrapperCodegen) -> None:
-    """``ir.ExternKernel.codegen_size_asserts``, emitting a :class:`SizeStrideAssertLine`."""
-    if not config.size_asserts or (V.graph.cpp_wrapper and not CPP_SIZE_ASSERTS):
-        return
-    # Strides of a tensor with no elements are arbitrary.
-    if sympy_product(self.get_size()) == 0:
-        return
-    name = self.get_name()
-    if V.graph.cpp_wrapper and isinstance(self.op_overload, torch._ops.OpOverload):
-        # inplace_view ops declare no output variable; check the mutated input.
-        if torch.Tag.inplace_view in self.op_overload.tags:
-            name = self.inputs[0].get_name()
-    wrapper.writeline(SizeStrideAssertLine(wrapper, self, name))
+def codegen_size_asserts(original: Callable[..., None]) -> Callable[..., None]:
+    """``ir.ExternKernel.codegen_size_asserts``: the FX wrapper gets a
+    :class:`SizeStrideAssertLine` wherever upstream writes a check."""
+
+    @functools.wraps(original)
+    def codegen_size_asserts(self: ir.ExternKernel, wrapper: PythonWrapperCodegen) -> None:
+        if not is_fx_wrapper(wrapper):
+            return original(self, wrapper)
+        with captured_lines(wrapper) as written:
+            original(self, wrapper)
+        if written:
+            # Torch 2.14+ lines carry the dtype upstream decided to check.
+            dtype = getattr(written[0], "dtype", None)
+            wrapper.writeline(SizeStrideAssertLine(wrapper, self, self.get_name(), dtype, written))
+
+    return codegen_size_asserts
 
 
 @dataclasses.dataclass
@@ -197,24 +240,30 @@ class AlignmentAssertLine(WrapperLine):
 
     wrapper: PythonWrapperCodegen
     node: ir.ExternKernel
-    aligned: bool
+    upstream_lines: list[Any]
 
     def codegen(self, code: IndentedBuffer) -> None:
-        name, op = self.node.get_name(), self.node.get_op_name()
-        if self.aligned:
-            self.wrapper.writeline(f"assert_alignment({name}, {GPU_ALIGN_BYTES}, {op!r})")
-        else:
-            self.wrapper.writeline(f"# buffer {name} (op: {op}) is assumed to be not aligned")
+        _replay(self.wrapper, code, self.upstream_lines)
 
     def codegen_fx(self, converter: FxConverter) -> Any:
         return converter._generate_alignment_assert
 
 
-def codegen_alignment_asserts(self: ir.ExternKernel, wrapper: PythonWrapperCodegen) -> None:
-    """``ir.ExternKernel.codegen_alignment_asserts``, emitting an :class:`AlignmentAssertLine`."""
-    if config.alignment_asserts and not V.graph.cpp_wrapper:
-        aligned = self.get_name() not in V.graph.unaligned_buffers
-        wrapper.writeline(AlignmentAssertLine(wrapper, self, aligned))
+def codegen_alignment_asserts(original: Callable[..., None]) -> Callable[..., None]:
+    """``ir.ExternKernel.codegen_alignment_asserts``: the FX wrapper gets an
+    :class:`AlignmentAssertLine` wherever upstream writes a check (not for a
+    buffer upstream only comments on as unaligned)."""
+
+    @functools.wraps(original)
+    def codegen_alignment_asserts(self: ir.ExternKernel, wrapper: PythonWrapperCodegen) -> None:
+        if not is_fx_wrapper(wrapper):
+            return original(self, wrapper)
+        with captured_lines(wrapper) as written:
+            original(self, wrapper)
+        if any(is_alignment_assert(line) for line in written):
+            wrapper.writeline(AlignmentAssertLine(wrapper, self, written))
+
+    return codegen_alignment_asserts
 
 
 # The remaining raw-text definitions of unbacked symbols, as wrapper IR.
@@ -242,12 +291,20 @@ class DynamicSelectIndexLine(WrapperLine):
         return converter._generate_dynamic_select_index
 
 
-def codegen_dynamic_select_index(
-    self: PythonWrapperCodegen, node: ir.DynamicSelectStorageOffset, clamp: bool
-) -> None:
-    self.writeline(DynamicSelectIndexLine(self, node, clamp))
-    # The line defines the symbol; later uses must not declare it again.
-    self.unbacked_symbol_decls.add(str(node.unbacked_offset_symbol))
+def codegen_dynamic_select_index(original: Callable[..., None]) -> Callable[..., None]:
+    """``codegen_dynamic_select_index``: a :class:`DynamicSelectIndexLine` for the FX wrapper."""
+
+    @functools.wraps(original)
+    def codegen_dynamic_select_index(
+        self: PythonWrapperCodegen, node: ir.DynamicSelectStorageOffset, clamp: bool
+    ) -> None:
+        if not is_fx_wrapper(self):
+            return original(self, node, clamp)
+        self.writeline(DynamicSelectIndexLine(self, node, clamp))
+        # The line defines the symbol; later uses must not declare it again.
+        self.unbacked_symbol_decls.add(str(node.unbacked_offset_symbol))
+
+    return codegen_dynamic_select_index
 
 
 @dataclasses.dataclass
@@ -278,9 +335,17 @@ class DynamicSliceSizeLine(WrapperLine):
         return converter._generate_dynamic_slice_size
 
 
-def codegen_dynamic_slice_size(self: PythonWrapperCodegen, node: ir.DynamicSliceSize) -> None:
-    self.writeline(DynamicSliceSizeLine(self, node))
-    self.unbacked_symbol_decls.add(str(node.unbacked_size_symbol))
+def codegen_dynamic_slice_size(original: Callable[..., None]) -> Callable[..., None]:
+    """``codegen_dynamic_slice_size``: a :class:`DynamicSliceSizeLine` for the FX wrapper."""
+
+    @functools.wraps(original)
+    def codegen_dynamic_slice_size(self: PythonWrapperCodegen, node: ir.DynamicSliceSize) -> None:
+        if not is_fx_wrapper(self):
+            return original(self, node)
+        self.writeline(DynamicSliceSizeLine(self, node))
+        self.unbacked_symbol_decls.add(str(node.unbacked_size_symbol))
+
+    return codegen_dynamic_slice_size
 
 
 @dataclasses.dataclass
@@ -314,23 +379,27 @@ class NanCheckLine(WrapperLine):
 
     def codegen(self, code: IndentedBuffer) -> None:
         for name in self.names:
-            if V.graph.cpp_wrapper:
-                self.wrapper.writeline(
-                    f'AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_check_inf_and_nan("{name}", {name}));'
-                )
-            else:
-                self.wrapper.writeline(f"assert not {name}.isnan().any().item()")
-                self.wrapper.writeline(f"assert not {name}.isinf().any().item()")
+            self.wrapper.writeline(f"assert not {name}.isnan().any().item()")
+            self.wrapper.writeline(f"assert not {name}.isinf().any().item()")
 
     def codegen_fx(self, converter: FxConverter) -> Any:
         return converter._generate_nan_check
 
 
-def codegen_nan_check(self: Any) -> None:
-    """``TritonKernel.codegen_nan_check``, emitting a :class:`NanCheckLine`."""
-    wrapper = V.graph.wrapper_code
-    _, call_args, arg_signatures, _ = self.args.python_argdefs()
-    names = [
-        arg for arg, signature in zip(call_args, arg_signatures) if isinstance(signature, TensorArg)
-    ]
-    wrapper.writeline(NanCheckLine(wrapper, names))
+def codegen_nan_check(original: Callable[..., None]) -> Callable[..., None]:
+    """``TritonKernel.codegen_nan_check``: a :class:`NanCheckLine` for the FX wrapper."""
+
+    @functools.wraps(original)
+    def codegen_nan_check(self: Any) -> None:
+        wrapper = V.graph.wrapper_code
+        if not is_fx_wrapper(wrapper):
+            return original(self)
+        _, call_args, arg_signatures, _ = self.args.python_argdefs()
+        names = [
+            arg
+            for arg, signature in zip(call_args, arg_signatures)
+            if isinstance(signature, TensorArg)
+        ]
+        wrapper.writeline(NanCheckLine(wrapper, names))
+
+    return codegen_nan_check

@@ -26,6 +26,7 @@ from torch._inductor.codegen.wrapper import (
     DynamicScalarLine,
     KernelCallLine,
     KernelDefinitionLine,
+    MultiOutputLine,
     PythonWrapperCodegen,
     SymbolicCallArg,
 )
@@ -37,8 +38,8 @@ from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._ordered_set import OrderedSet
 
-from .. import ops  # noqa: F401  (registers the fx_unbacked:: assert ops)
-from .._compat import ensure_kernel_loaded
+from .. import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
+from .._compat import HOP_LAUNCH_KWARGS, ensure_kernel_loaded, optimization_hint
 from .keypath import INDEXED_METHODS, UnsupportedStep, define_symbol
 from .wrapper import (
     AlignmentAssertLine,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
 aten = torch.ops.aten
+ops = torch.ops.fx_unbacked
 log = logging.getLogger(__name__)
 
 #: FX targets of the method calls that a KeyPath can contain, by (method, indexed).
@@ -141,35 +143,53 @@ def _generate_dynamic_scalar(self: FxConverter, line: Any) -> None:
     _register_symbol(self, ir_node.sym, node)
 
 
-def _generate_graph_inputs(self: FxConverter) -> None:
-    """Convert the graph inputs to placeholders, one per input, in order.
+def deduplicating_graph_inputs(generate_inputs: Any) -> Any:
+    """Wrap ``FxConverter._generate_graph_inputs`` so that no placeholder name repeats.
 
     A subgraph can receive one symbol twice: duck sizing gives equal dims one
     symbol, and each lifted use of it is an input of its own (``torch.cond``
     branches closing over ``y.shape[0]`` and ``z.shape[0]``). Upstream names
-    every symbol placeholder after its symbol, which defines the name twice; a
-    repeat is named after its input instead and defines nothing new.
+    every symbol placeholder after its symbol, so the generated ``forward`` has
+    a duplicate argument. A repeat is renamed after its input, and the first
+    placeholder stays the symbol's definition. Everything else (constants,
+    compound inputs such as ``2*s17 + 1`` on torch 2.14+) is upstream's.
     """
-    for name, ir_node in self.graph_inputs.items():
-        if ir_node is None:
-            # Keeps the signature of the input module.
-            self.gm.graph.placeholder(name)
-            continue
-        if isinstance(ir_node, (int, float, sympy.Integer, sympy.Float)):
-            # A constant input gets a symbol of its own.
-            buffer = SymbolBuffer(sympy.Symbol(name, is_integer=True))
-            example = ir_node
-        else:
-            buffer = self._get_buffer(ir_node)
-            example = buffer.get_example()
-        is_symbol = isinstance(ir_node, sympy.Symbol)
-        repeated = is_symbol and _is_defined(self, ir_node)
-        placeholder = self.gm.graph.placeholder(name if repeated else buffer.get_name())
-        placeholder.meta["val"] = example
-        if not repeated:
-            self._record_allocation(buffer, placeholder)
-            if is_symbol:
-                self._generate_size_proxy(placeholder, ir_node)
+
+    @functools.wraps(generate_inputs)
+    def _generate_graph_inputs(self: FxConverter) -> None:
+        before = {node for node in self.gm.graph.nodes if node.op == "placeholder"}
+        generate_inputs(self)
+        placeholders = [
+            node for node in self.gm.graph.nodes if node.op == "placeholder" and node not in before
+        ]
+        assert len(placeholders) == len(self.graph_inputs), (placeholders, self.graph_inputs)
+        first_of: dict[Any, torch.fx.Node] = {}
+        for (name, ir_node), placeholder in zip(self.graph_inputs.items(), placeholders):
+            first = first_of.setdefault(placeholder.target, placeholder)
+            if first is placeholder:
+                continue
+            placeholder.target = name
+            placeholder._rename(name)
+            if isinstance(ir_node, sympy.Symbol):
+                self.buffer_to_node[str(ir_node)] = first
+                self._generate_size_proxy(first, ir_node)
+
+    return _generate_graph_inputs
+
+
+def _generate_multi_output(self: FxConverter, line: Any) -> None:
+    """One output of a multi-output kernel: a ``getitem`` for every index.
+
+    Upstream applies only the first index, so an output nested in a list (a
+    custom op returning ``tuple[Tensor, list[Tensor]]``) became the whole list.
+    """
+    assert isinstance(line, MultiOutputLine), type(line)
+    node = self.buffer_to_node[line.arg_name]
+    for _, index in line.indices:
+        node = self.gm.graph.call_function(operator.getitem, (node, index))
+    if line.indices:
+        node.name = line.result_name
+    self.buffer_to_node[line.result_name] = node
 
 
 def _is_defined(self: FxConverter, symbol: sympy.Symbol) -> bool:
@@ -235,7 +255,22 @@ def reconcile_triton_call_args(
 def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
     """Import a Triton kernel and put it in the side table that kernel nodes index."""
     tuner = import_kernel_definition(self, line)
-    self.kernels[line.kernel_name] = TritonKernel(tuner, wrap_triton(tuner.fn))
+    register_kernel(self, line.kernel_name, tuner, wrap_triton(tuner.fn))
+
+
+#: The autotuner behind each kernel-table index, for runners that launch its
+#: precompiled launchers (``inductor_fx_unbacked.runner``).
+_tuners: dict[int, CachingAutotuner] = {}
+
+
+def register_kernel(self: FxConverter, name: str, tuner: CachingAutotuner, wrapped: Any) -> None:
+    self.kernels[name] = TritonKernel(tuner, wrapped)
+    _tuners[wrapped.kernel_idx] = tuner
+
+
+def tuner_for_kernel(kernel_idx: int) -> CachingAutotuner | None:
+    """The autotuner of a kernel that this package's converter defined, if any."""
+    return _tuners.get(kernel_idx)
 
 
 def import_kernel_definition(self: FxConverter, line: Any) -> CachingAutotuner:
@@ -254,7 +289,13 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
     assert isinstance(line, KernelCallLine), type(line)
     kernel = self.kernels[line.kernel_name]
     tuner = kernel.tuner
-    call_args = tuple(_lookup_call_arg(self, arg) for arg in line.call_args)
+    raw_args = getattr(line, "raw_args", None)
+    if raw_args is None or len(raw_args) != len(line.call_args):
+        raw_args = None
+    call_args = tuple(
+        _lookup_call_arg(self, arg, raw_args[i] if raw_args else None)
+        for i, arg in enumerate(line.call_args)
+    )
 
     if config.triton.autotune_at_compile_time:
         _autotune_unless_unhinted(tuner, line.call_args, call_args)
@@ -277,33 +318,42 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
         name: self._generate_sym_node(value)
         for name, value in (reconciled.kernel_kwargs | kernel_config.kwargs).items()
     }
+    # Backend options (torch 2.14+) travel with the node, so that running the
+    # graph compiles the kernel with the options it was tuned with.
+    backend_options = tuner.triton_meta.get("backend_options", {}) if HOP_LAUNCH_KWARGS else {}
+    for name, value in backend_options.items():
+        call_kwargs.setdefault(name, value)
     call_kwargs, constant_args_idx = tracing_triton_hopifier_singleton.store_non_graphable_args(
         call_kwargs
     )
-    node = self.gm.graph.call_function(
-        triton_kernel_wrapper_mutation,
-        kwargs={
-            "kernel_idx": kernel.wrapped.kernel_idx,
-            "constant_args_idx": constant_args_idx,
-            "grid": [tuple(self._generate_sym_nodes(grid))],
-            "tma_descriptor_metadata": {},
-            "kwargs": call_kwargs,
-        },
-    )
+    hop_kwargs = {
+        "kernel_idx": kernel.wrapped.kernel_idx,
+        "constant_args_idx": constant_args_idx,
+        "grid": [tuple(self._generate_sym_nodes(grid))],
+        "tma_descriptor_metadata": {},
+        "kwargs": call_kwargs,
+    }
+    if backend_options:
+        hop_kwargs["launch_kwargs"] = tuple(backend_options)
+    node = self.gm.graph.call_function(triton_kernel_wrapper_mutation, kwargs=hop_kwargs)
     if extra_options := getattr(kernel_config, "extra_options", None):
         node.meta["extra_options"] = extra_options
 
 
-def _lookup_call_arg(self: FxConverter, arg: Any) -> Any:
+def _lookup_call_arg(self: FxConverter, arg: Any, raw_arg: Any) -> Any:
     """Map one wrapper call arg to an FX node or a sympy expression.
 
-    A 0-d tensor that Dynamo made from a Python scalar is passed by value, as the
-    Python wrapper does with ``.item()``: the kernel's parameter is a scalar.
+    A name that no buffer has (a ``reinterpret_tensor(...)`` view) is converted
+    from its IR node. A 0-d tensor that Dynamo made from a Python scalar is passed
+    by value, as the Python wrapper does with ``.item()``: the kernel's parameter
+    is a scalar.
     """
     if isinstance(arg, SymbolicCallArg):
         return arg.inner_expr
     if not isinstance(arg, str):
         return arg
+    if arg not in self.buffer_to_node and isinstance(raw_arg, ir.IRNode):
+        return self._generate_buffer(raw_arg)
     node = self.buffer_to_node[arg]
     if should_unwrap_unspec_arg(arg):
         return self.gm.graph.call_function(aten.item.default, (node,))
@@ -337,7 +387,7 @@ def _autotune_unless_unhinted(
 
 
 def _tuning_value(arg: Any) -> Any:
-    hint = V.graph.sizevars.optimization_hint
+    hint = functools.partial(optimization_hint, V.graph.sizevars)
     if not isinstance(arg, torch.fx.Node):
         return hint(arg)
     fake = arg.meta["val"]
@@ -405,29 +455,40 @@ def _generate_size_stride_assert(self: FxConverter, line: Any) -> None:
     assert isinstance(line, SizeStrideAssertLine), type(line)
     node = line.node
     _assert_size_stride(
-        self, self.buffer_to_node[line.name], node.get_size(), node.get_stride(), node.get_op_name()
+        self,
+        self.buffer_to_node[line.name],
+        node.get_size(),
+        node.get_stride(),
+        node.get_op_name(),
+        line.dtype,
     )
 
 
 def _assert_size_stride(
-    self: FxConverter, tensor: torch.fx.Node, size: Any, stride: Any, op_name: str
+    self: FxConverter,
+    tensor: torch.fx.Node,
+    size: Any,
+    stride: Any,
+    op_name: str,
+    dtype: torch.dtype | None = None,
 ) -> None:
-    _add_assert(
-        self,
-        torch.ops.fx_unbacked.assert_size_stride.default,
-        (tensor, self._generate_sym_nodes(size), self._generate_sym_nodes(stride), op_name),
-    )
+    size_nodes, stride_nodes = self._generate_sym_nodes(size), self._generate_sym_nodes(stride)
+    if dtype is None:
+        target, args = ops.assert_size_stride, (tensor, size_nodes, stride_nodes, op_name)
+    else:
+        target = ops.assert_tensor_metadata
+        args = (tensor, size_nodes, stride_nodes, dtype, op_name)
+    _add_assert(self, target.default, args)
 
 
 def _generate_alignment_assert(self: FxConverter, line: Any) -> None:
     assert isinstance(line, AlignmentAssertLine), type(line)
-    if line.aligned:
-        node = line.node
-        _add_assert(
-            self,
-            torch.ops.fx_unbacked.assert_alignment.default,
-            (self.buffer_to_node[node.get_name()], GPU_ALIGN_BYTES, node.get_op_name()),
-        )
+    node = line.node
+    _add_assert(
+        self,
+        ops.assert_alignment.default,
+        (self.buffer_to_node[node.get_name()], GPU_ALIGN_BYTES, node.get_op_name()),
+    )
 
 
 def checking_graph_inputs(generate_shapes: Any) -> Any:

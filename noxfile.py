@@ -1,0 +1,49 @@
+"""The test matrix: one session per supported torch release.
+
+    nox -s tests             # every release
+    nox -s "tests(torch='2.15.0')"
+    python benchmarks/test_matrix.py   # every release, then a markdown report
+
+Each session is a fresh virtual environment with that release's CPU-runnable
+wheel, the Triton release that torch pins, and this package with its test extra.
+PyPI's Linux wheels of torch are CUDA builds, which run on CPU; torch 2.13.0 also
+comes as a CPU build, which pins no Triton.
+"""
+
+from __future__ import annotations
+
+import nox
+
+#: torch release -> the Triton release it pins on Linux x86_64.
+RELEASES = {
+    "2.10.0": "3.6.0",
+    "2.11.0": "3.6.0",
+    "2.12.1": "3.7.1",
+    "2.13.0": "3.7.1",
+    "2.14.1": "3.8.0",
+    "2.15.0": "3.9.0",
+}
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+# A pip configuration may cap torch with a constraint file; the matrix asks for
+# exact releases, so it must not apply. (An empty value does not disable it.)
+PIP_ENV = {"PIP_CONSTRAINT": "/dev/null"}
+
+
+@nox.session(python="3.11")
+@nox.parametrize("torch", list(RELEASES))
+def tests(session: nox.Session, torch: str) -> None:
+    """Install one torch release and run the test suite on it."""
+    session.install(f"torch=={torch}", f"triton=={RELEASES[torch]}", env=PIP_ENV)
+    session.install("-e", ".[test]", env=PIP_ENV)
+    session.run(
+        "python",
+        "-c",
+        "import torch, triton, numpy; "
+        "print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)",
+    )
+    session.run(
+        "python", "-m", "pytest", *session.posargs, env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+    )
