@@ -41,8 +41,8 @@ def tests(session: nox.Session, torch: str) -> None:
     session.run(
         "python",
         "-c",
-        "import torch, triton, numpy; "
-        "print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)",
+        "import torch, triton, numpy; print('torch', torch.__version__, "
+        "'triton', triton.__version__, 'numpy', numpy.__version__)",
     )
     session.run(
         "python", "-m", "pytest", *session.posargs, env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}

@@ -15,6 +15,7 @@ from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 
 from . import _overlay
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
+from .runner import lower
 
 SUPPORTED_DEVICES = ("cuda", "cpu")
 
@@ -28,6 +29,15 @@ class FxWrapperCodegen(WrapperFxCodegen):
     converter_class: type[FxConverter] = FxConverter
     #: Whether graphs keep the nodes tagged ``meta["runtime_assert"]``.
     runtime_asserts: bool = True
+    #: How compiled graphs run: ``"lowered"`` (:func:`inductor_fx_unbacked.runner.lower`)
+    #: or ``"graph"`` (upstream's default, ``gm.forward``).
+    runner: str = "lowered"
+
+    def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
+        """The callable that runs ``gm``; ``gm`` itself is left as it is."""
+        if self.runner == "graph":
+            return super().compile_graph(gm)
+        return lower(gm).forward
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
@@ -66,8 +76,13 @@ def strip_runtime_asserts(gm: torch.fx.GraphModule) -> int:
     return len(asserts)
 
 
+RUNNERS = ("lowered", "graph")
+
+
 @contextlib.contextmanager
-def fx_backend(device: str, *, runtime_asserts: bool = True) -> Iterator[None]:
+def fx_backend(
+    device: str, *, runtime_asserts: bool = True, runner: str = "lowered"
+) -> Iterator[None]:
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
     Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
@@ -82,9 +97,17 @@ def fx_backend(device: str, *, runtime_asserts: bool = True) -> Iterator[None]:
     size/stride and alignment) are FX nodes tagged ``meta["runtime_assert"]``;
     ``runtime_asserts=False`` leaves them out, for consumers that verify shapes
     themselves.
+
+    ``runner`` says how compiled graphs run: ``"lowered"`` (the default) runs a
+    lowered copy of each graph that launches Inductor's precompiled kernels and
+    branches in Python (:func:`inductor_fx_unbacked.runner.lower`); ``"graph"``
+    runs ``gm.forward`` as upstream does. Either way the graphs themselves, as
+    ``capture_fx_graphs`` and ``recording_graphs`` return them, are the same.
     """
     if device not in SUPPORTED_DEVICES:
         raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
+    if runner not in RUNNERS:
+        raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
     if device == "cpu":
         require_interpreter()
     common.init_backend_registration()
@@ -94,8 +117,9 @@ def fx_backend(device: str, *, runtime_asserts: bool = True) -> Iterator[None]:
             stack.callback(_overlay.disable)
         stack.callback(_restore_registration(device))
         codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
-        if not runtime_asserts:
-            codegen = type(codegen.__name__, (codegen,), {"runtime_asserts": False})
+        if not runtime_asserts or runner != FxWrapperCodegen.runner:
+            options = {"runtime_asserts": runtime_asserts, "runner": runner}
+            codegen = type(codegen.__name__, (codegen,), options)
         previous = common.device_codegens[device]
         common.register_backend_for_device(
             device,

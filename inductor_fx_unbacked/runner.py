@@ -1,0 +1,316 @@
+"""Run the FX wrapper graph fast: the callable that ``compile_graph`` returns.
+
+The converter's ``GraphModule`` is the contract with downstream compilers, and
+it stays exactly as it is. Running it as ``gm.forward`` pays, on every call,
+higher-order-operator dispatch for every Triton kernel and every ``cond`` (pytree
+flattening, dispatch keys, autograd), launches through Triton's JIT, which
+compiles again whenever data-dependent sizes change argument divisibility, and
+custom-op dispatch for every check.
+
+:func:`lower` copies the graph once into a second ``GraphModule`` in which each
+of those nodes calls what it stands for directly:
+
+- a Triton kernel calls Inductor's precompiled launcher for the config the graph
+  chose, the launcher the Python wrapper calls, so nothing compiles at run time
+  (in the CPU mode, where nothing is precompiled, the interpreted kernel);
+- ``cond``, ``switch`` and ``while_loop`` are Python control flow over the
+  lowered branches;
+- checks call the functions they stand for, and only when they fail go through
+  the operator, so that the exception and its message are the graph's own.
+
+Grid arithmetic that only a precompiled launcher would have read (it computes
+its grid itself, from the same expression) is dropped. The lowered module is
+inspectable like any other: ``lowered.code``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._C._dynamo import guards
+from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+
+aten = torch.ops.aten
+higher_order = torch.ops.higher_order
+
+#: Targets without side effects, whose nodes can go when nothing uses them.
+_PURE_TARGETS = {
+    aten.sym_size.int,
+    aten.sym_stride.int,
+    aten.sym_storage_offset.default,
+    aten.sym_numel.default,
+    torch.sym_ite,
+    torch.sym_min,
+    torch.sym_max,
+    torch.sym_float,
+    torch.sym_int,
+    torch.sym_not,
+    torch.sym_sum,
+}
+
+
+def lower(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A ``GraphModule`` that computes what ``gm`` computes, with direct calls.
+
+    ``gm`` is not modified. Subgraphs (``cond`` branches, ``while_loop`` bodies)
+    are lowered too.
+    """
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(gm.graph, {})
+    graph.output(output)
+    streams: dict[int, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is higher_order.triton_kernel_wrapper_mutation:
+            _lower_triton_kernel(graph, node, streams)
+        elif node.target is higher_order.cond:
+            predicate, true_fn, false_fn, operands = node.args
+            branches = (_lowered_subgraph(gm, false_fn), _lowered_subgraph(gm, true_fn))
+            _replace(node, _Branch("cond", branches), (predicate, *operands))
+        elif node.target is getattr(higher_order, "switch", None):
+            selector, branch_fns, operands = node.args
+            branches = tuple(_lowered_subgraph(gm, fn) for fn in branch_fns)
+            _replace(node, _Branch("switch", branches), (selector, *operands))
+        elif node.target in _WHILE_LOOPS:
+            cond_fn, body_fn, carried, additional = node.args
+            loop = _WhileLoop(
+                _lowered_subgraph(gm, cond_fn),
+                _lowered_subgraph(gm, body_fn),
+                stack_output=node.target is _WHILE_LOOPS[-1],
+            )
+            _replace(node, loop, (tuple(carried), tuple(additional)))
+        elif node.target in _CHECKS:
+            node.target = _CHECKS[node.target]
+    _eliminate_dead_code(graph)
+    graph.lint()
+    return torch.fx.GraphModule(torch.nn.Module(), graph, class_name="LoweredFxWrapperGraph")
+
+
+def _replace(node: torch.fx.Node, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    node.target = target
+    node.args = args
+    node.kwargs = {}
+
+
+def _lowered_subgraph(gm: torch.fx.GraphModule, get_attr: torch.fx.Node) -> Callable[..., Any]:
+    assert get_attr.op == "get_attr", get_attr.format_node()
+    return lower(getattr(gm, get_attr.target)).forward
+
+
+def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
+    """Drop unused get_attr nodes and pure arithmetic; never a check or a launch."""
+    for node in reversed(list(graph.nodes)):
+        if node.users:
+            continue
+        pure = node.op == "get_attr" or (
+            node.op == "call_function"
+            and (
+                node.target in _PURE_TARGETS
+                or getattr(node.target, "__module__", None)
+                in (
+                    "_operator",
+                    "operator",
+                )
+            )
+        )
+        if pure:
+            graph.erase_node(node)
+
+
+# Triton kernels.
+
+
+def _lower_triton_kernel(
+    graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[int, torch.fx.Node]
+) -> None:
+    from .codegen.wrapper_fxir import tuner_for_kernel
+
+    kwargs = dict(node.kwargs)
+    kernel_idx = kwargs["kernel_idx"]
+    call_kwargs = {
+        **kwargs["kwargs"],
+        **kernel_side_table.get_constant_args(kwargs["constant_args_idx"]),
+    }
+    (grid,) = kwargs["grid"]
+    tuner = tuner_for_kernel(kernel_idx)
+    launcher = _precompiled_launcher(tuner, call_kwargs) if tuner is not None else None
+    if launcher is None or kwargs["tma_descriptor_metadata"] or kwargs.get("launch_kwargs"):
+        names = list(call_kwargs)
+        launch = _InterpretedLaunch(kernel_side_table.get_kernel(kernel_idx), names)
+        _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
+        return
+    extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
+    values = {**call_kwargs, **extra}
+    args = tuple(values[name] for name in _launcher_arg_names(launcher))
+    device = tuner.triton_meta.get("device", 0)
+    index = device if isinstance(device, int) else getattr(device, "index", None) or 0
+    if index not in streams:
+        # Launches run in graph order, so the first one's stream serves the rest.
+        with graph.inserting_before(node):
+            streams[index] = graph.call_function(_current_raw_stream, (index,))
+    _replace(node, _Launch(launcher, tuner.fn.__name__), (streams[index], *args))
+
+
+def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
+    """The launcher of the config the graph chose, or None where there is none.
+
+    The graph runs ``compile_results[0]``'s config (the winner, if tuning ran at
+    compile time); launchers are made from the compile results in order.
+    """
+    results = getattr(tuner, "compile_results", None)
+    if not results or not all(hasattr(result, "make_launcher") for result in results):
+        return None  # Triton's interpreter compiles nothing
+    if not tuner.launchers:
+        # Kernels imported by FX conversion are compiled, but their binaries
+        # are not loaded until a launcher is made, as the Python wrapper's
+        # ``async_compile.wait`` does.
+        tuner._make_launchers()
+    config = tuner.compile_results[0].config
+    for launcher in tuner.launchers:
+        if launcher.config is config or launcher.config.kwargs == config.kwargs:
+            return launcher
+    return None
+
+
+def _launcher_arg_names(launcher: Any) -> list[str]:
+    """The parameters of a launcher, ``launcher(<args>, stream)``: Triton's own
+    launchers record them as ``def_args``; Inductor's static launcher does not."""
+    names = getattr(launcher, "def_args", None)
+    if names is None:
+        names = [name for name in inspect.signature(launcher).parameters if name != "stream"]
+    return list(names)
+
+
+def _current_raw_stream(index: int) -> int:
+    return torch._C._cuda_getCurrentRawStream(index)
+
+
+class _Launch:
+    """Calls a precompiled Inductor launcher: ``launcher(*args, stream=stream)``."""
+
+    __module__ = __name__
+
+    def __init__(self, launcher: Any, kernel_name: str) -> None:
+        self.launcher = launcher
+        self.__name__ = kernel_name
+
+    def __call__(self, stream: int, *args: Any) -> None:
+        self.launcher(*args, stream=stream)
+
+    def __repr__(self) -> str:
+        return f"launch({self.__name__})"
+
+
+class _InterpretedLaunch:
+    """Launches a kernel as Triton's own ``kernel[grid](**kwargs)``: for kernels
+    with no precompiled launcher (Triton's interpreter, TMA descriptors)."""
+
+    __module__ = __name__
+
+    def __init__(self, kernel: Any, names: Sequence[str]) -> None:
+        self.kernel = kernel
+        self.names = tuple(names)
+        self.__name__ = getattr(kernel, "__name__", None) or getattr(
+            getattr(kernel, "fn", None), "__name__", "triton_kernel"
+        )
+
+    def __call__(self, grid: tuple[Any, ...], *values: Any) -> None:
+        self.kernel[grid](**dict(zip(self.names, values)))
+
+
+# Control flow.
+
+
+class _Branch:
+    """``cond(pred, true_fn, false_fn, operands)`` or ``switch(index, fns, operands)``
+    as a Python branch; for cond, ``branches`` is ``(false, true)``."""
+
+    __module__ = __name__
+
+    def __init__(self, kind: str, branches: tuple[Callable[..., Any], ...]) -> None:
+        self.branches = branches
+        self.__name__ = kind
+
+    def __call__(self, selector: Any, *operands: Any) -> Any:
+        index = bool(selector) if self.__name__ == "cond" else int(selector)
+        return self.branches[index](*operands)
+
+
+class _WhileLoop:
+    """``while_loop`` through its own dense implementation, over lowered subgraphs."""
+
+    __module__ = __name__
+    __name__ = "while_loop"
+
+    def __init__(
+        self, cond_fn: Callable[..., Any], body_fn: Callable[..., Any], stack_output: bool
+    ):
+        self.cond_fn = cond_fn
+        self.body_fn = body_fn
+        self.stack_output = stack_output
+
+    def __call__(self, carried: tuple[Any, ...], additional: tuple[Any, ...]) -> Any:
+        from torch._higher_order_ops.while_loop import while_loop_dense
+
+        return while_loop_dense(
+            self.cond_fn, self.body_fn, carried, additional, stack_output=self.stack_output
+        )
+
+
+_WHILE_LOOPS = tuple(
+    op
+    for op in (
+        getattr(higher_order, "while_loop", None),
+        getattr(higher_order, "while_loop_stack_output", None),
+    )
+    if op is not None
+)
+
+
+# Checks: the cheap test first; on failure, the graph's own operator raises.
+
+
+def assert_scalar(condition: Any, message: str) -> None:
+    if not condition:
+        aten._assert_scalar.default(condition, message)
+
+
+def assert_size_stride(
+    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], op_name: str
+) -> None:
+    guards.assert_size_stride(tensor, tuple(size), tuple(stride), op_name)
+
+
+def assert_tensor_metadata(
+    tensor: torch.Tensor,
+    size: Sequence[int],
+    stride: Sequence[int],
+    dtype: torch.dtype,
+    op_name: str,
+) -> None:
+    from torch._inductor.runtime.runtime_utils import assert_tensor_metadata
+
+    assert_tensor_metadata(tensor, tuple(size), tuple(stride), dtype, op_name)
+
+
+def assert_alignment(tensor: torch.Tensor, alignment: int, op_name: str) -> None:
+    guards.assert_alignment(tensor, alignment, op_name)
+
+
+def _checks() -> dict[Any, Callable[..., Any]]:
+    from . import ops  # noqa: F401  (registers the fx_unbacked:: ops)
+
+    fx_unbacked = torch.ops.fx_unbacked
+    return {
+        aten._assert_scalar.default: assert_scalar,
+        fx_unbacked.assert_size_stride.default: assert_size_stride,
+        fx_unbacked.assert_tensor_metadata.default: assert_tensor_metadata,
+        fx_unbacked.assert_alignment.default: assert_alignment,
+    }
+
+
+_CHECKS = _checks()
