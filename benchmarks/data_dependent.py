@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -82,11 +83,20 @@ def backend_context(backend: str, device: str):
 
 
 def compiled_fn(program: Any, backend: str) -> Any:
+    """The program compiled for ``backend``, on a copy of its code object.
+
+    Dynamo caches compiled code on the code object, so two backends compiling
+    one function in one process would share the first one's graph.
+    """
     import torch
 
     if backend == "eager":
         return program.fn
-    return torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
+    fn = program.fn
+    copy = types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    return torch.compile(copy, fullgraph=True, dynamic=program.dynamic)
 
 
 class TritonCompileCounter:
@@ -163,7 +173,13 @@ def cold_in_fresh_process(name: str, backend: str, device: str, n: int) -> dict[
 
 
 def steady_state(
-    device: str, n: int, calls: int, spread: float, max_rounds: int, backends: list[str]
+    device: str,
+    n: int,
+    calls: int,
+    spread: float,
+    max_rounds: int,
+    backends: list[str],
+    programs: list[str] | None = None,
 ) -> dict:
     """Per program and backend: the median of the round medians (ms) and their spread."""
     from inductor_fx_unbacked._programs import PROGRAMS, same, synchronize
@@ -171,6 +187,8 @@ def steady_state(
     setup()
     results: dict[str, dict[str, Any]] = {}
     for program in PROGRAMS:
+        if programs and program.name not in programs:
+            continue
         first, _ = program.inputs(device, n)
         runners = {}
         for backend in backends:
@@ -365,7 +383,7 @@ def main() -> int:
         with open(args.cold_json) as f:
             cold = json.load(f)
     steady = steady_state(
-        args.device, args.n, args.calls, args.spread, args.max_rounds, args.backends
+        args.device, args.n, args.calls, args.spread, args.max_rounds, args.backends, args.programs
     )
     text = report(args, cold, steady)
     print(text)

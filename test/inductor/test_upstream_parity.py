@@ -91,7 +91,16 @@ def normalized(code):
     lines = [
         line for line in code.splitlines() if not re.match(r"\s*(#|//) (AOT ID|kernel path):", line)
     ]
-    return re.sub(r"/tmp[\w/.\-]*", "<tmp>", "\n".join(lines))
+    code = re.sub(r"/tmp[\w/.\-]*", "<tmp>", "\n".join(lines))
+    # The C++ wrapper on a GPU tunes kernels at compile time by timing them, so
+    # two compiles can pick different block sizes; launch geometry is not the
+    # overlay's. Numbers in grid and launch lines are compared as N.
+    return re.sub(
+        r"^.*\b(grid_\d|launchKernel|loadKernel|num_warps|shared_mem)\b.*$",
+        lambda m: re.sub(r"\d+", "N", m.group(0)),
+        code,
+        flags=re.M,
+    )
 
 
 @instantiate_parametrized_tests
@@ -238,17 +247,21 @@ class FxParityTest(FxirTestCase):
 
     @parametrize("skip_ranges", [False, True])
     def test_scalar_checks_match_the_python_wrapper(self, skip_ranges):
+        """One compile of one program: as many scalar checks as the Python wrapper's."""
         if skip_ranges and not hasattr(config, "unsafe_skip_scalar_range_asserts"):
             pytest.skip("this torch has no config.unsafe_skip_scalar_range_asserts")
         patches = {"unsafe_skip_scalar_range_asserts": True} if skip_ranges else {}
         args = (torch.tensor(3, device=self.device),)
-        torch._dynamo.reset()
         with config.patch(force_disable_caches=True, **patches):
+            torch._dynamo.reset()
             _, codes = run_and_get_code(torch.compile(checked_arange, fullgraph=True), *args)
             python_checks = "\n".join(codes).count("raise RuntimeError(")
             torch._dynamo.reset()
-            graphs = self.run_fx(checked_arange, [args, (torch.tensor(1, device=self.device),)])
-        self.assertEqual(len(scalar_checks(graphs)), python_checks)
+            (graph,) = self.run_fx(checked_arange, [args])
+        # With range checks skipped, both have none: every check here is a range bound.
+        self.assertEqual(len(scalar_checks([graph])), python_checks)
+        if not skip_ranges:
+            self.assertGreater(python_checks, 1)
 
     def test_nested_outputs(self):
         """Upstream's FX backend takes only the first index of a nested output."""
