@@ -142,6 +142,7 @@ def _lower_triton_kernel(
         names = list(call_kwargs)
         launch = _InterpretedLaunch(kernel_side_table.get_kernel(kernel_idx), names)
         _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
+        node._rename(launch.__name__)
         return
     extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
     values = {**call_kwargs, **extra}
@@ -153,6 +154,7 @@ def _lower_triton_kernel(
         with graph.inserting_before(node):
             streams[index] = graph.call_function(_current_raw_stream, (index,))
     _replace(node, _Launch(launcher, tuner.fn.__name__), (streams[index], *args))
+    node._rename(tuner.fn.__name__)
 
 
 def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
