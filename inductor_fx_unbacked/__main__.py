@@ -16,7 +16,7 @@ import time
 
 import torch
 
-#: The demo's programs, from BASELINE.md: cond with branches of different lengths,
+#: The demo's programs, from docs/benchmarks.md: cond with branches of different lengths,
 #: nonzero, an ``.item()``-sized output, and unique.
 DEMO_PROGRAMS = ("P4a", "P1", "P3", "P6")
 DEMO_SIZE = 64

@@ -1,4 +1,4 @@
-"""The data-dependent programs of BASELINE.md, shared by the demo, tests and benchmarks.
+"""The ten data-dependent programs of docs/benchmarks.md, shared by the demo, tests and benchmarks.
 
 Each program comes with an input factory ``inputs(device, n)`` that returns two
 argument tuples whose data-dependent sizes differ (for the cond programs, the

@@ -550,7 +550,7 @@ class OverlayProvenanceTest(FxirTestCase):
     def test_fx_definitions_come_from_the_overlay(self):
         x = self.signed(16, 5)
         # Upstream's kernel definitions on torch 2.11 cannot run kernels compiled
-        # in worker processes (BASELINE.md); compile in-process for that half.
+        # in worker processes (docs/upstream.md); compile in-process for that half.
         with (
             config.patch(compile_threads=1, **ASSERTS_OFF),
             ifx.fx_backend(self.device),
