@@ -83,6 +83,9 @@ def patches() -> list[Patch]:
         # Parts 4 and 5: the Triton call.
         (FxConverter, fx._generate_kernel_definition),
         (FxConverter, fx._generate_triton_call),
+        # Symbolic arguments of extern kernels and fallbacks, as nodes.
+        (FxConverter, fx.materializing_symbolic_args, "_generate_extern_kernel_common", True),
+        (FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call", True),
         # Outputs nested in lists.
         (FxConverter, fx._generate_multi_output),
         # Graph inputs: upstream's, without a placeholder name twice.

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import logging
 import operator
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
 from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils import _pytree as pytree
 from torch.utils._ordered_set import OrderedSet
 
 from .. import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
@@ -190,6 +192,54 @@ def _generate_multi_output(self: FxConverter, line: Any) -> None:
     if line.indices:
         node.name = line.result_name
     self.buffer_to_node[line.result_name] = node
+
+
+def materializing_symbolic_args(generate: Any) -> Any:
+    """Wrap a converter method that emits extern kernel or fallback nodes, so that
+    symbolic values in their arguments become FX nodes.
+
+    Inductor keeps an extern kernel's non-tensor arguments as they were traced,
+    so ``torch.topk(x, k.item())`` carries the symbol ``u0`` itself; upstream puts
+    it into the node raw, and the generated code fails with ``NameError: name
+    'u0' is not defined``. Every SymInt or sympy expression in the new nodes'
+    arguments, positional, keyword or nested in lists, is computed from the
+    nodes that define its symbols, right before the node that uses it.
+    """
+
+    @functools.wraps(generate)
+    def method(self: FxConverter, *args: Any, **kwargs: Any) -> Any:
+        graph = self.gm.graph
+        last = graph._root.prev
+        with warnings.catch_warnings():
+            # FX warns about the raw symbols that the loop below replaces.
+            warnings.filterwarnings("ignore", message="Raw SymInt value")
+            result = generate(self, *args, **kwargs)
+        node = last.next
+        while node is not graph._root:
+            if node.op == "call_function":
+                _materialize_symbolic_args(self, node)
+            node = node.next
+        return result
+
+    return method
+
+
+def _materialize_symbolic_args(self: FxConverter, node: torch.fx.Node) -> None:
+    def to_node(value: Any) -> Any:
+        if isinstance(value, (torch.SymInt, torch.SymBool)):
+            value = value.node.expr
+        if isinstance(value, sympy.Basic) and value.free_symbols:
+            with self.gm.graph.inserting_before(node):
+                return self._generate_sym_node(value)
+        return value
+
+    if not any(
+        isinstance(leaf, (torch.SymInt, torch.SymBool, sympy.Basic))
+        for leaf in pytree.tree_leaves((node.args, node.kwargs))
+    ):
+        return
+    node.args = pytree.tree_map(to_node, node.args)
+    node.kwargs = pytree.tree_map(to_node, node.kwargs)
 
 
 def _is_defined(self: FxConverter, symbol: sympy.Symbol) -> bool:

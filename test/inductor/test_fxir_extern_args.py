@@ -1,0 +1,83 @@
+# Owner(s): ["module: inductor"]
+"""Symbolic arguments of extern kernels and fallbacks become FX nodes.
+
+Inductor keeps the non-tensor arguments of an extern kernel as traced, so an
+unbacked symbol from ``.item()`` reaches the FX node itself; it must be the node
+that defines the symbol (or an expression computed from it) instead.
+"""
+
+import warnings
+
+import torch
+from test_fxir_backend import FxirTestCase
+from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
+
+aten = torch.ops.aten
+
+
+@torch.library.custom_op("ifx_test::first_rows", mutates_args=())
+def first_rows(x: torch.Tensor, bounds: list[int]) -> torch.Tensor:
+    """``x[:bounds[0] + bounds[1]]``: a fallback whose list argument holds symbols."""
+    return x[: bounds[0] + bounds[1]].clone()
+
+
+@first_rows.register_fake
+def _(x, bounds):
+    return x.new_empty(bounds[0] + bounds[1], *x.shape[1:])
+
+
+def symbolic_leaves(node):
+    return [
+        leaf
+        for leaf in torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+        if isinstance(leaf, (torch.SymInt, torch.SymBool)) or hasattr(leaf, "free_symbols")
+    ]
+
+
+@instantiate_parametrized_tests
+class ExternKernelSymbolicArgsTest(FxirTestCase):
+    def assert_no_raw_symbols(self, graphs, target):
+        nodes = [n for gm in graphs for n in gm.graph.nodes if n.target is target]
+        self.assertGreater(len(nodes), 0)
+        for node in nodes:
+            self.assertEqual(symbolic_leaves(node), [], node.format_node())
+        return nodes
+
+    @parametrize("op", ["topk", "kthvalue"])
+    def test_item_as_extern_kernel_argument(self, op):
+        def fn(x, k):
+            n = k.item()
+            torch._check(n >= 1)
+            torch._check(n <= x.shape[0])
+            if op == "topk":
+                return torch.topk(x, n).values * 2
+            return torch.kthvalue(x, n).values * 2
+
+        inputs = [
+            (self.signed(10, 5), torch.tensor([3], device=self.device)),
+            (self.signed(10, 7, seed=1), torch.tensor([7], device=self.device)),
+        ]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            graphs = self.run_fx(fn, inputs)
+        self.assertEqual([str(w.message) for w in caught if "Raw SymInt" in str(w.message)], [])
+        (node,) = self.assert_no_raw_symbols(
+            graphs, aten.topk.default if op == "topk" else aten.kthvalue.default
+        )
+        k_node = node.args[1]
+        self.assertEqual(str(k_node.meta["unbacked_symbol"]), "u0")
+
+    def test_expression_in_a_list_argument(self):
+        def fn(x, a, b):
+            return first_rows(x, [a.item(), b.item() * 2]) + 1
+
+        x = self.signed(12, 6).reshape(6, 2)
+        inputs = [
+            (x, torch.tensor([1], device=self.device), torch.tensor([1], device=self.device)),
+            (x, torch.tensor([2], device=self.device), torch.tensor([2], device=self.device)),
+        ]
+        graphs = self.run_fx(fn, inputs)
+        (node,) = self.assert_no_raw_symbols(graphs, torch.ops.ifx_test.first_rows.default)
+        first, second = node.args[1]
+        self.assertEqual(str(first.meta["unbacked_symbol"]), "u0")
+        self.assertIsInstance(second, torch.fx.Node)  # 2*u1, computed from u1's node
