@@ -29,6 +29,7 @@ _LAZY = {
     "recording_graphs": "api",
     "strip_runtime_asserts": "api",
     "InterpreterNotEnabledError": "interpreter",
+    "InterpreterUnsupportedError": "interpreter",
 }
 
 __all__ = [

@@ -80,14 +80,23 @@ def run_demo(device: str, calls: int) -> int:
     return 1 if failures else 0
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m inductor_fx_unbacked")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="compile data-dependent programs via FX")
     demo.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    demo.add_argument("--calls", type=int, default=10, help="timed calls per program")
+    demo.add_argument("--calls", type=positive_int, default=10, help="timed calls per program")
     args = parser.parse_args(argv)
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        demo.error("--device cuda: this machine has no CUDA device; use --device cpu")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu" and "triton" not in sys.modules:
         # CPU mode runs kernels in Triton's interpreter, which reads this on import.

@@ -83,6 +83,8 @@ def patches() -> list[Patch]:
         # Parts 4 and 5: the Triton call.
         (FxConverter, fx._generate_kernel_definition),
         (FxConverter, fx._generate_triton_call),
+        # Fake values for meta["val"] leave no pending unbacked symbols behind.
+        (FxConverter, fx.ignoring_fresh_unbacked_symbols, "generate", True),
         # Symbolic arguments of extern kernels and fallbacks, as nodes.
         (FxConverter, fx.materializing_symbolic_args, "_generate_extern_kernel_common", True),
         (FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call", True),

@@ -12,6 +12,7 @@ from torch._inductor import config
 from torch._inductor.codegen import common
 from torch._inductor.codegen.common import FileBackedGraphModule
 from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
+from torch.utils import _pytree as pytree
 
 from . import _overlay
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
@@ -41,7 +42,24 @@ class FxWrapperCodegen(WrapperFxCodegen):
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
-        gm = self.converter_class(
+        try:
+            gm = self._convert()
+        except NotImplementedError as e:
+            if _overlay.is_enabled() or "unrecognized type" not in str(e):
+                raise
+            raise NotImplementedError(
+                f"{e}\n\nThe inductor-fx-unbacked overlay was disabled inside fx_backend, so "
+                "upstream's converter ran, and it cannot convert this line. Call "
+                "inductor_fx_unbacked.enable() again, or turn the assert flags off."
+            ) from e
+        if not self.runtime_asserts:
+            strip_runtime_asserts(gm)
+        for sink in _graph_sinks:
+            sink.append(gm)
+        return FileBackedGraphModule(gm, self.compile_graph(gm)), None
+
+    def _convert(self) -> torch.fx.GraphModule:
+        return self.converter_class(
             lines=self.lines,
             prologue="\n".join([self.imports.getvalue(), self.header.getvalue()]),
             graph_inputs=self.get_fx_graph_inputs(),
@@ -49,11 +67,6 @@ class FxWrapperCodegen(WrapperFxCodegen):
             subgms=self.subgms,
             is_subgraph=self.is_subgraph,
         ).generate()
-        if not self.runtime_asserts:
-            strip_runtime_asserts(gm)
-        for sink in _graph_sinks:
-            sink.append(gm)
-        return FileBackedGraphModule(gm, self.compile_graph(gm)), None
 
 
 class InterpreterFxWrapperCodegen(FxWrapperCodegen):
@@ -81,7 +94,7 @@ RUNNERS = ("lowered", "graph")
 
 @contextlib.contextmanager
 def fx_backend(
-    device: str, *, runtime_asserts: bool = True, runner: str = "lowered"
+    device: str | torch.device, *, runtime_asserts: bool = True, runner: str = "lowered"
 ) -> Iterator[None]:
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
@@ -98,14 +111,16 @@ def fx_backend(
     ``runtime_asserts=False`` leaves them out, for consumers that verify shapes
     themselves.
 
+    ``device`` is a device type or a device (``"cuda"``, ``"cuda:1"``,
+    ``torch.device("cuda")``); the backend is registered for the whole type.
+
     ``runner`` says how compiled graphs run: ``"lowered"`` (the default) runs a
     lowered copy of each graph that launches Inductor's precompiled kernels and
     branches in Python (:func:`inductor_fx_unbacked.runner.lower`); ``"graph"``
     runs ``gm.forward`` as upstream does. Either way the graphs themselves, as
     ``capture_fx_graphs`` and ``recording_graphs`` return them, are the same.
     """
-    if device not in SUPPORTED_DEVICES:
-        raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
+    device = device_type(device)
     if runner not in RUNNERS:
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
     if device == "cpu":
@@ -134,6 +149,24 @@ def fx_backend(
             stack.enter_context(config.patch(cpu_backend="triton"))
             stack.enter_context(interpreter_driver())
         yield
+
+
+def device_type(device: str | torch.device) -> str:
+    """The device type ``fx_backend`` registers for, checked: a supported type, and
+    for CUDA, one that this machine has."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"fx_backend got {device!r}, which is not a device: {e}") from None
+    if kind not in SUPPORTED_DEVICES:
+        raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"fx_backend({device!r}): this machine has no CUDA device (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda is not None}); "
+            "use fx_backend('cpu') to run Triton kernels in Triton's interpreter"
+        )
+    return kind
 
 
 def _restore_registration(device: str) -> Callable[[], None]:
@@ -179,15 +212,38 @@ def capture_fx_graphs(
     go to ``torch.compile``. The caller's Inductor config is used as it is. To
     make sure the call compiles afresh, Dynamo's caches are reset first.
     """
-    with fx_backend(device or default_device()), recording_graphs() as graphs:
+    if not callable(fn):
+        raise TypeError(f"capture_fx_graphs needs a function or module to compile, not {fn!r}")
+    device = device_type(device or default_device())
+    with fx_backend(device), recording_graphs() as graphs:
         torch._dynamo.reset()
         outputs = torch.compile(fn, **compile_kwargs)(*args)
     if not graphs:
-        raise RuntimeError(
-            f"compiling {getattr(fn, '__name__', fn)!r} produced no FX graph: "
-            "Dynamo ran it eagerly (pass fullgraph=True to see why)"
-        )
+        raise RuntimeError(_why_no_graph(fn, args, device, compile_kwargs))
     return CapturedGraphs(outputs, graphs)
+
+
+def _why_no_graph(fn: Any, args: tuple[Any, ...], device: str, compile_kwargs: dict) -> str:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    devices = sorted(
+        {
+            str(leaf.device.type)
+            for leaf in pytree.tree_leaves(args)
+            if isinstance(leaf, torch.Tensor)
+        }
+    )
+    if not devices:
+        reason = "its arguments hold no tensor, so there was nothing for Inductor to compile"
+    elif device not in devices:
+        reason = (
+            f"its tensors are on {', '.join(devices)}, not {device}, so Inductor compiled "
+            f"them with another backend (pass device={devices[0]!r})"
+        )
+    elif compile_kwargs.get("fullgraph"):
+        reason = "Dynamo compiled it, but no graph reached Inductor (it computes nothing)"
+    else:
+        reason = "Dynamo ran it eagerly (pass fullgraph=True to see why)"
+    return f"compiling {name!r} for {device} produced no FX graph: {reason}"
 
 
 @contextlib.contextmanager

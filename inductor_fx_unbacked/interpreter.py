@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,30 @@ INTERPRET_ENV = "TRITON_INTERPRET"
 
 class InterpreterNotEnabledError(RuntimeError):
     """CPU mode was asked for, but Triton was not started in interpreter mode."""
+
+
+class InterpreterUnsupportedError(NotImplementedError):
+    """A kernel needs something that Triton's interpreter cannot run."""
+
+
+_LIBDEVICE_CALL = re.compile(r"\blibdevice\.(\w+)\(")
+
+
+def check_interpretable(kernel_name: str, kernel_body: str) -> None:
+    """Raise :class:`InterpreterUnsupportedError` for a kernel that calls ``libdevice``.
+
+    The interpreter has no ``libdevice`` (Inductor uses it for exp, tanh, erf,
+    rsqrt, pow, ...); run time would fail with an unrelated ``AttributeError``
+    inside the interpreter, so the kernel is refused when it is compiled.
+    """
+    functions = sorted(set(_LIBDEVICE_CALL.findall(kernel_body)))
+    if functions:
+        raise InterpreterUnsupportedError(
+            f"Triton kernel {kernel_name} calls libdevice."
+            + ", libdevice.".join(functions)
+            + ", which Triton's interpreter (the CPU mode) cannot run; run it on a GPU, "
+            "or keep to operations such as sin, cos, log, sigmoid, where and sums"
+        )
 
 
 def require_interpreter() -> None:
@@ -144,6 +169,7 @@ class InterpreterFxConverter(FxConverter):
     """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
 
     def _generate_kernel_definition(self, line: Any) -> None:
+        check_interpretable(line.kernel_name, line.kernel_body)
         tuner = import_kernel_definition(self, line)
         if not tuner.compile_results:
             tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]

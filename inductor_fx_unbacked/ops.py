@@ -9,6 +9,8 @@ metadata propagation does not run them on fake tensors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch._C._dynamo import guards
 
@@ -23,6 +25,37 @@ def assert_size_stride(
 
 @assert_size_stride.register_fake
 def _(tensor, size, stride, op_name):
+    return None
+
+
+def check_input_size_stride(
+    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], name: str
+) -> None:
+    """The Python wrapper's check of a graph input, with a message about the input.
+
+    ``assert_size_stride``'s own message blames "an incorrect fake (aka meta)
+    kernel for a custom op", which misleads when the caller passed a tensor of
+    the wrong shape.
+    """
+    try:
+        guards.assert_size_stride(tensor, tuple(size), tuple(stride), "input")
+    except AssertionError:
+        raise AssertionError(
+            f"{name}: expected size {tuple(size)} and stride {tuple(stride)}, "
+            f"got size {tuple(tensor.shape)} and stride {tensor.stride()}"
+        ) from None
+
+
+@torch.library.custom_op("fx_unbacked::assert_input_size_stride", mutates_args=())
+def assert_input_size_stride(
+    tensor: torch.Tensor, size: list[int], stride: list[int], name: str
+) -> None:
+    """Raise ``AssertionError`` naming the graph input unless it has this size and stride."""
+    check_input_size_stride(tensor, size, stride, name)
+
+
+@assert_input_size_stride.register_fake
+def _(tensor, size, stride, name):
     return None
 
 

@@ -310,6 +310,7 @@ def _checks() -> dict[Any, Callable[..., Any]]:
     return {
         aten._assert_scalar.default: assert_scalar,
         fx_unbacked.assert_size_stride.default: assert_size_stride,
+        fx_unbacked.assert_input_size_stride.default: ops.check_input_size_stride,
         fx_unbacked.assert_tensor_metadata.default: assert_tensor_metadata,
         fx_unbacked.assert_alignment.default: assert_alignment,
     }

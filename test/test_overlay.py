@@ -85,6 +85,8 @@ def registration_state(device):
 def test_fx_backend_restores_registration_and_config_when_body_raises(device):
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("CPU mode needs TRITON_INTERPRET=1")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
     common.init_backend_registration()
     before = registration_state(device)
     with pytest.raises(KeyError, match="from the body"):
@@ -101,7 +103,7 @@ def test_fx_backend_restores_registration_and_config_when_body_raises(device):
 
 def test_fx_backend_keeps_an_enabled_overlay_enabled():
     ifx.enable()
-    with ifx.fx_backend("cuda"):
+    with ifx.fx_backend("cuda" if torch.cuda.is_available() else "cpu"):
         pass
     assert ifx.is_enabled()
 
@@ -118,4 +120,31 @@ def test_cpu_mode_without_triton_interpret_is_refused(monkeypatch):
 def test_unknown_device_is_refused():
     with pytest.raises(ValueError, match="'xpu'"):
         with ifx.fx_backend("xpu"):
+            pass
+
+
+@pytest.mark.parametrize(
+    "device", ["cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0)]
+)
+def test_fx_backend_takes_devices_and_indexed_devices(device):
+    if torch.cuda.is_available():
+        with ifx.fx_backend(device):
+            assert common.device_codegens["cuda"].wrapper_codegen.__name__ == "FxWrapperCodegen"
+    else:
+        with pytest.raises(RuntimeError, match=r"has no CUDA device .* fx_backend\('cpu'\)"):
+            with ifx.fx_backend(device):
+                pass
+        assert not ifx.is_enabled()
+
+
+def test_fx_backend_takes_a_cpu_device_object():
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("CPU mode needs TRITON_INTERPRET=1")
+    with ifx.fx_backend(torch.device("cpu")):
+        assert config.cpu_backend == "triton"
+
+
+def test_not_a_device_is_refused():
+    with pytest.raises(ValueError, match="'gpu0', which is not a device"):
+        with ifx.fx_backend("gpu0"):
             pass

@@ -194,6 +194,28 @@ def _generate_multi_output(self: FxConverter, line: Any) -> None:
     self.buffer_to_node[line.result_name] = node
 
 
+def ignoring_fresh_unbacked_symbols(generate: Any) -> Any:
+    """Wrap ``FxConverter.generate`` so that ``meta["val"]`` creates no pending symbols.
+
+    The converter fills ``meta["val"]`` by running each node's op on fake values;
+    an ``aten.item`` or a data-dependent op then allocates a fresh unbacked symbol
+    in Inductor's ShapeEnv. Nothing binds it, so the next graph compiled on that
+    ShapeEnv (the eagerly compiled backward of a training step) fails with
+    ``PendingUnbackedSymbolNotFound``, which AOTAutograd prints as a long warning.
+    These values only describe the graph; their symbols are not Inductor's.
+    """
+
+    @functools.wraps(generate)
+    def method(self: FxConverter) -> torch.fx.GraphModule:
+        shape_env = getattr(V.fake_mode, "shape_env", None)
+        if shape_env is None:
+            return generate(self)
+        with shape_env.ignore_fresh_unbacked_symbols():
+            return generate(self)
+
+    return method
+
+
 def materializing_symbolic_args(generate: Any) -> Any:
     """Wrap a converter method that emits extern kernel or fallback nodes, so that
     symbolic values in their arguments become FX nodes.
@@ -559,7 +581,7 @@ def checking_graph_inputs(generate_shapes: Any) -> Any:
 
 
 def _generate_graph_input_asserts(self: FxConverter) -> None:
-    for ir_node in self.graph_inputs.values():
+    for index, ir_node in enumerate(self.graph_inputs.values()):
         if not isinstance(ir_node, ir.TensorBox):
             continue
         placeholder = self.buffer_to_node[self._get_buffer(ir_node).get_name()]
@@ -571,7 +593,16 @@ def _generate_graph_input_asserts(self: FxConverter) -> None:
             for symbol in sympy.sympify(expr).free_symbols
         )
         if config.size_asserts and defined and sympy_product(size) != 0:
-            _assert_size_stride(self, placeholder, size, stride, "input")
+            _add_assert(
+                self,
+                ops.assert_input_size_stride.default,
+                (
+                    placeholder,
+                    self._generate_sym_nodes(size),
+                    self._generate_sym_nodes(stride),
+                    f"graph input {index} ({placeholder.name})",
+                ),
+            )
         if config.nan_asserts and _is_floating_tensor(placeholder):
             _assert_all_finite(self, placeholder)
 

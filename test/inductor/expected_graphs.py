@@ -22,12 +22,12 @@ EXPECTED: dict[str, dict[tuple[str, str], str]] = {
     "nonzero": {
         ("2.10", "2.14"): """\
 arg0_1 = placeholder
-assert_size_stride_default = fx_unbacked.assert_size_stride.default(arg0_1, [32], [1], 'input')
+assert_input_size_stride_default = fx_unbacked.assert_input_size_stride.default(arg0_1, [32], [1], 'graph input 0 (arg0_1)')
 buf0 = empty_strided([32], [1], dtype=torch.bool)
 triton_kernel(in_ptr0=arg0_1, out_ptr0=buf0)
 buf1 = aten.nonzero.default(buf0)
 sym_size_int = aten.sym_size.int(buf1, 0)  # defines u0
-assert_size_stride_default_1 = fx_unbacked.assert_size_stride.default(buf1, [sym_size_int, 1], [1, sym_size_int], 'torch.ops.aten.nonzero.default')
+assert_size_stride_default = fx_unbacked.assert_size_stride.default(buf1, [sym_size_int, 1], [1, sym_size_int], 'torch.ops.aten.nonzero.default')
 assert_alignment_default = fx_unbacked.assert_alignment.default(buf1, 16, 'torch.ops.aten.nonzero.default')
 ge = ge(sym_size_int, 0)
 _assert_scalar_default = aten._assert_scalar.default(ge, 'u0 >= 0')
@@ -38,7 +38,7 @@ triton_kernel(in_out_ptr0=as_strided, xnumel=sym_size_int)
 return as_strided""",
         ("2.14", "2.16"): """\
 arg0_1 = placeholder
-assert_size_stride_default = fx_unbacked.assert_size_stride.default(arg0_1, [32], [1], 'input')
+assert_input_size_stride_default = fx_unbacked.assert_input_size_stride.default(arg0_1, [32], [1], 'graph input 0 (arg0_1)')
 buf0 = empty_strided([32], [1], dtype=torch.bool)
 triton_kernel(in_ptr0=arg0_1, out_ptr0=buf0)
 buf1 = aten.nonzero.default(buf0)
@@ -85,9 +85,9 @@ arg3_1 = placeholder
 arg4_1 = placeholder
 true_graph_0 = self.true_graph_0
 false_graph_0 = self.false_graph_0
-assert_size_stride_default = fx_unbacked.assert_size_stride.default(arg2_1, [s17, s94], [s94, 1], 'input')
-assert_size_stride_default_1 = fx_unbacked.assert_size_stride.default(arg3_1, [s17, s94], [s94, 1], 'input')
-assert_size_stride_default_2 = fx_unbacked.assert_size_stride.default(arg4_1, [s17, s94], [s94, 1], 'input')
+assert_input_size_stride_default = fx_unbacked.assert_input_size_stride.default(arg2_1, [s17, s94], [s94, 1], 'graph input 2 (arg2_1)')
+assert_input_size_stride_default_1 = fx_unbacked.assert_input_size_stride.default(arg3_1, [s17, s94], [s94, 1], 'graph input 3 (arg3_1)')
+assert_input_size_stride_default_2 = fx_unbacked.assert_input_size_stride.default(arg4_1, [s17, s94], [s94, 1], 'graph input 4 (arg4_1)')
 buf1 = empty_strided([], [], dtype=torch.bool)
 mul = mul(s17, s94)
 triton_kernel(in_ptr0=arg4_1, out_ptr1=buf1, r0_numel=mul)
@@ -95,7 +95,7 @@ cond = cond(buf1, true_graph_0, false_graph_0, (arg4_1, s94, s17, s17, arg3_1))
 getitem = getitem(cond, 0)
 sym_size_int = aten.sym_size.int(getitem, 0)  # defines u0
 buf3 = getitem(cond, 0)
-assert_size_stride_default_3 = fx_unbacked.assert_size_stride.default(buf3, [sym_size_int, s94], [s94, 1], 'torch.ops.cond')
+assert_size_stride_default = fx_unbacked.assert_size_stride.default(buf3, [sym_size_int, s94], [s94, 1], 'torch.ops.cond')
 assert_alignment_default = fx_unbacked.assert_alignment.default(buf3, 16, 'torch.ops.cond')
 ge = ge(sym_size_int, 0)
 _assert_scalar_default = aten._assert_scalar.default(ge, 'u0 >= 0')
@@ -137,9 +137,9 @@ s94 = placeholder
 arg4_1 = placeholder
 false_graph_0 = self.false_graph_0
 true_graph_0 = self.true_graph_0
-assert_size_stride_default = fx_unbacked.assert_size_stride.default(arg0_1, [s17, s94], [s94, 1], 'input')
-assert_size_stride_default_1 = fx_unbacked.assert_size_stride.default(arg1_1, [s17, s94], [s94, 1], 'input')
-assert_size_stride_default_2 = fx_unbacked.assert_size_stride.default(arg4_1, [s17, s94], [s94, 1], 'input')
+assert_input_size_stride_default = fx_unbacked.assert_input_size_stride.default(arg0_1, [s17, s94], [s94, 1], 'graph input 0 (arg0_1)')
+assert_input_size_stride_default_1 = fx_unbacked.assert_input_size_stride.default(arg1_1, [s17, s94], [s94, 1], 'graph input 1 (arg1_1)')
+assert_input_size_stride_default_2 = fx_unbacked.assert_input_size_stride.default(arg4_1, [s17, s94], [s94, 1], 'graph input 4 (arg4_1)')
 buf1 = empty_strided([], [], dtype=torch.bool)
 mul = mul(s17, s94)
 triton_kernel(in_ptr0=arg0_1, out_ptr1=buf1, r0_numel=mul)

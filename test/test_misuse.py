@@ -1,0 +1,81 @@
+"""Misuse gets an error that says what is wrong."""
+
+import os
+
+import pytest
+import torch
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.__main__ import main
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+needs_interpreter = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="CPU mode needs TRITON_INTERPRET=1"
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    torch._dynamo.reset()
+    yield
+    ifx.disable()
+
+
+def test_capture_of_nothing_callable():
+    with pytest.raises(TypeError, match="needs a function or module to compile, not None"):
+        ifx.capture_fx_graphs(None, torch.ones(3))
+
+
+def test_capture_of_a_function_without_tensors():
+    with pytest.raises(RuntimeError, match="its arguments hold no tensor"):
+        ifx.capture_fx_graphs(lambda n: n * 2, 3, device=DEVICE, fullgraph=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_capture_of_tensors_on_another_device():
+    with pytest.raises(RuntimeError, match="its tensors are on cpu, not cuda"):
+        ifx.capture_fx_graphs(lambda x: x * 2, torch.ones(3), device="cuda", fullgraph=True)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_capture_for_cuda_without_cuda():
+    with pytest.raises(RuntimeError, match="has no CUDA device"):
+        ifx.capture_fx_graphs(lambda x: x * 2, torch.ones(3), device="cuda", fullgraph=True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--calls", "0"], "argument --calls: must be at least 1, not 0"),
+        (["demo", "--device", "tpu"], "argument --device: invalid choice"),
+    ],
+)
+def test_demo_argument_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_demo_on_cuda_without_cuda(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--device", "cuda"])
+    assert "--device cuda: this machine has no CUDA device" in capsys.readouterr().err
+
+
+def test_disabling_the_overlay_inside_fx_backend_names_the_cause():
+    with ifx.fx_backend(DEVICE):
+        ifx.disable()
+        compiled = torch.compile(lambda x: torch.nonzero(x > 0) * 2, fullgraph=True)
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            with pytest.raises(Exception, match=r"overlay was disabled inside fx_backend"):
+                compiled(torch.randn(8, device=DEVICE))
+
+
+@needs_interpreter
+def test_libdevice_in_cpu_mode_is_refused_at_compile_time():
+    with ifx.fx_backend("cpu"):
+        compiled = torch.compile(lambda x: x.exp() * 2, fullgraph=True)
+        with pytest.raises(Exception, match=r"calls libdevice\.exp, which Triton's interpreter"):
+            compiled(torch.randn(8))
