@@ -78,11 +78,15 @@ class InterpreterFxWrapperCodegen(FxWrapperCodegen):
 def strip_runtime_asserts(gm: torch.fx.GraphModule) -> int:
     """Remove the nodes tagged ``meta["runtime_assert"]``; return how many.
 
-    For consumers that verify shapes themselves. Only the tagged nodes go; the
-    values they checked stay, as other nodes may use them.
+    For consumers that verify shapes themselves. Only the tagged nodes go (the
+    checks and their token chain); the values they checked stay, as other nodes
+    may use them.
     """
     asserts = [node for node in gm.graph.nodes if node.meta.get("runtime_assert")]
-    for node in asserts:
+    for node in reversed(asserts):
+        tokens = [arg for arg in node.args if isinstance(arg, torch.fx.Node) and arg in asserts]
+        # A check's users are later checks, through the token: give them its own.
+        node.replace_all_uses_with(tokens[-1] if tokens else None)
         gm.graph.erase_node(node)
     if asserts:
         gm.recompile()

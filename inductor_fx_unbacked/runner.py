@@ -273,18 +273,30 @@ _WHILE_LOOPS = tuple(
 )
 
 
-# Checks: the cheap test first; on failure, the graph's own operator raises.
+# Checks: the cheap test first; on failure, the graph's own operator raises. Each
+# passes the dependency token through: nothing reads a token's value.
 
 
-def assert_scalar(condition: Any, message: str) -> None:
+def assert_scalar(condition: Any, message: str, token: torch.Tensor) -> torch.Tensor:
     if not condition:
-        aten._assert_scalar.default(condition, message)
+        aten._functional_assert_scalar.default(condition, message, token)
+    return token
 
 
 def assert_size_stride(
-    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], op_name: str
-) -> None:
+    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], op_name: str, token: Any
+) -> Any:
     guards.assert_size_stride(tensor, tuple(size), tuple(stride), op_name)
+    return token
+
+
+def assert_input_size_stride(
+    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], name: str, token: Any
+) -> Any:
+    from .ops import check_input_size_stride
+
+    check_input_size_stride(tensor, size, stride, name)
+    return token
 
 
 def assert_tensor_metadata(
@@ -293,14 +305,17 @@ def assert_tensor_metadata(
     stride: Sequence[int],
     dtype: torch.dtype,
     op_name: str,
-) -> None:
+    token: Any,
+) -> Any:
     from torch._inductor.runtime.runtime_utils import assert_tensor_metadata
 
     assert_tensor_metadata(tensor, tuple(size), tuple(stride), dtype, op_name)
+    return token
 
 
-def assert_alignment(tensor: torch.Tensor, alignment: int, op_name: str) -> None:
+def assert_alignment(tensor: torch.Tensor, alignment: int, op_name: str, token: Any) -> Any:
     guards.assert_alignment(tensor, alignment, op_name)
+    return token
 
 
 def _checks() -> dict[Any, Callable[..., Any]]:
@@ -308,9 +323,9 @@ def _checks() -> dict[Any, Callable[..., Any]]:
 
     fx_unbacked = torch.ops.fx_unbacked
     return {
-        aten._assert_scalar.default: assert_scalar,
+        aten._functional_assert_scalar.default: assert_scalar,
         fx_unbacked.assert_size_stride.default: assert_size_stride,
-        fx_unbacked.assert_input_size_stride.default: ops.check_input_size_stride,
+        fx_unbacked.assert_input_size_stride.default: assert_input_size_stride,
         fx_unbacked.assert_tensor_metadata.default: assert_tensor_metadata,
         fx_unbacked.assert_alignment.default: assert_alignment,
     }

@@ -504,9 +504,28 @@ def _unhinted_unbacked_symbols(
 # node that raises is tagged ``meta["runtime_assert"] = True``.
 
 
+#: Scalar checks become their functional form, which threads a token.
+_FUNCTIONAL_CHECKS = {aten._assert_scalar.default: aten._functional_assert_scalar.default}
+
+
 def _add_assert(self: FxConverter, target: Any, args: tuple[Any, ...]) -> torch.fx.Node:
-    node = self.gm.graph.call_function(target, args)
+    """A check node, threaded on the graph's token chain.
+
+    Each check takes the token that the previous check returned (the first one,
+    ``aten._make_dep_token()``) and returns a new one, as Inductor's functional
+    asserts do: every check has a value (``meta["val"]`` is the token's fake
+    tensor), and a consumer that reorders nodes can keep the checks in order by
+    following the chain. The token, like the checks, is tagged
+    ``meta["runtime_assert"]``.
+    """
+    graph = self.gm.graph
+    token = getattr(self, "_check_token", None)
+    if token is None:
+        token = graph.call_function(aten._make_dep_token.default, ())
+        token.meta["runtime_assert"] = True
+    node = graph.call_function(_FUNCTIONAL_CHECKS.get(target, target), (*args, token))
     node.meta["runtime_assert"] = True
+    self._check_token = node
     return node
 
 

@@ -66,7 +66,9 @@ class DefaultConfigTest(FxirTestCase):
         if symbol_definitions(graphs):
             # Every unbacked symbol carries at least its value-range checks.
             scalar_checks = [
-                n for n in assert_nodes(graphs) if n.target is aten._assert_scalar.default
+                n
+                for n in assert_nodes(graphs)
+                if n.target is aten._functional_assert_scalar.default
             ]
             self.assertGreater(len(scalar_checks), 0)
 
@@ -77,7 +79,9 @@ class DefaultConfigTest(FxirTestCase):
             with self.assertRaisesRegex(RuntimeError, r"u\d+ <= 4"):
                 compiled(self.int_tensor(9))
         messages = [
-            n.args[1] for n in assert_nodes(graphs) if n.target is aten._assert_scalar.default
+            n.args[1]
+            for n in assert_nodes(graphs)
+            if n.target is aten._functional_assert_scalar.default
         ]
         self.assertTrue(any(m.endswith("<= 4") for m in messages), messages)
 
@@ -226,3 +230,39 @@ class DefaultConfigTest(FxirTestCase):
         mins = [n for gm in graphs for n in gm.graph.nodes if n.target is torch.sym_min]
         self.assertEqual(len(mins), 1)
         self.assertEqual(len(kernel_calls(graphs)), 1)
+
+
+class CheckTokenTest(FxirTestCase):
+    """Checks have values: a token chain, as Inductor's functional asserts have."""
+
+    def test_every_node_of_the_aot_graph_has_a_value(self):
+        """Upstream's AOT contract: every call_function node but the kernel HOP has
+        a non-None ``meta["val"]``, with every check of the default config."""
+        t = torch.tensor([3], device=self.device)
+        ep = torch.export.export(CheckedArange(), (t,))
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            gm = torch._inductor.aot_compile(ep.module(), (t,), options={"fx_wrapper": True})
+        self.assertEqual(gm(t), checked_arange(t))
+        checks = assert_nodes(graphs)
+        self.assertGreater(len(checks), 2)
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target is not kernel_hop:
+                self.assertIsNotNone(node.meta.get("val"), node.format_node())
+        # One chain: each check takes the token that the one before it returned.
+        tokens = [n for n in checks if n.target is aten._make_dep_token.default]
+        self.assertEqual(len(tokens), 1)
+        chain = [n for n in checks if n is not tokens[0]]
+        for before, after in zip([tokens[0], *chain], chain):
+            self.assertIs(after.args[-1], before)
+
+    def test_stripping_removes_the_chain(self):
+        t = torch.tensor([3], device=self.device)
+        captured = ifx.capture_fx_graphs(checked_arange, t, device=self.device, fullgraph=True)
+        (gm,) = captured.graphs
+        removed = ifx.strip_runtime_asserts(gm)
+        self.assertGreater(removed, 2)
+        self.assertEqual(assert_nodes([gm]), [])
+        gm.graph.lint()
+
+
+kernel_hop = torch.ops.higher_order.triton_kernel_wrapper_mutation

@@ -181,7 +181,7 @@ def scalar_checks(graphs):
         n
         for gm in graphs
         for n in gm.graph.nodes
-        if n.meta.get("runtime_assert") and n.target is aten._assert_scalar.default
+        if n.meta.get("runtime_assert") and n.target is aten._functional_assert_scalar.default
     ]
 
 
