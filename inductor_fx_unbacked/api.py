@@ -42,15 +42,17 @@ class FxWrapperCodegen(WrapperFxCodegen):
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
+        overlay_enabled = _overlay.is_enabled()
         try:
             gm = self._convert()
-        except NotImplementedError as e:
-            if _overlay.is_enabled() or "unrecognized type" not in str(e):
+        except Exception as e:
+            if overlay_enabled:
                 raise
-            raise NotImplementedError(
-                f"{e}\n\nThe inductor-fx-unbacked overlay was disabled inside fx_backend, so "
-                "upstream's converter ran, and it cannot convert this line. Call "
-                "inductor_fx_unbacked.enable() again, or turn the assert flags off."
+            raise RuntimeError(
+                f"FX conversion failed: {type(e).__name__}: {e}\n\nThe inductor-fx-unbacked "
+                "overlay was disabled inside fx_backend, so upstream's converter ran, and "
+                "it cannot convert this graph. Call inductor_fx_unbacked.enable() again, or "
+                "turn the assert flags off."
             ) from e
         if not self.runtime_asserts:
             strip_runtime_asserts(gm)
