@@ -147,35 +147,46 @@ def disable() -> None:
 
 
 # Triton's interpreter, for the CPU mode. Interpreted kernels run whenever a
-# compiled graph is called, long after ``fx_backend`` has exited, so this fix
-# stays installed for the process once the CPU mode is first used.
-_interpreter_saved: dict[str, Any] = {}
+# compiled graph is called, long after ``fx_backend`` has exited, so these fixes
+# stay installed for the process once the CPU mode is first used.
+_interpreter_saved: dict[tuple[Any, str], Any] = {}
 
 
-def fix_interpreter_indexing() -> None:
-    """Let Triton 3.6's interpreter index with scalars under NumPy 2.4+. Idempotent.
+def interpreter_patches() -> list[Patch]:
+    """The fixes the CPU mode needs in the installed Triton's interpreter."""
+    from triton.runtime import interpreter as triton_interpreter
 
-    See :func:`inductor_fx_unbacked.interpreter.patch_lang_tensor`; a no-op with
-    Triton 3.7+, which has the same fix.
-    """
     from . import _compat, interpreter
 
-    if not _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
-        return
-    from triton.runtime import interpreter as triton_interpreter
+    table = [
+        Patch(triton_interpreter.InterpreterBuilder, name, interpreter.contiguous_operands, True)
+        for name in ("create_atomic_rmw", "create_atomic_cas")
+    ]
+    table.append(Patch(triton_interpreter, "_implicit_cvt", interpreter.converting_floats, True))
+    if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
+        table.append(
+            Patch(triton_interpreter, "_patch_lang_tensor", interpreter.patch_lang_tensor, True)
+        )
+    return table
 
+
+def fix_interpreter() -> None:
+    """Install the interpreter fixes (``interpreter_patches``). Idempotent."""
     with _lock:
-        if not _interpreter_saved:
-            original = triton_interpreter._patch_lang_tensor
-            _interpreter_saved["_patch_lang_tensor"] = original
-            triton_interpreter._patch_lang_tensor = interpreter.patch_lang_tensor(original)
+        if _interpreter_saved:
+            return
+        for patch in interpreter_patches():
+            original = getattr(patch.owner, "__dict__", {}).get(patch.name, _MISSING)
+            _interpreter_saved[(patch.owner, patch.name)] = original
+            setattr(patch.owner, patch.name, patch.build(original))
 
 
-def unfix_interpreter_indexing() -> None:
-    """Restore the interpreter's own ``_patch_lang_tensor``."""
-    from triton.runtime import interpreter as triton_interpreter
-
+def unfix_interpreter() -> None:
+    """Restore the interpreter's own attributes."""
     with _lock:
-        for name, original in _interpreter_saved.items():
-            setattr(triton_interpreter, name, original)
+        for (owner, name), original in reversed(list(_interpreter_saved.items())):
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         _interpreter_saved.clear()

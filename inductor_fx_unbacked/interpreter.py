@@ -25,6 +25,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
 from torch._inductor.codegen.wrapper_fxir import FxConverter
@@ -72,9 +73,9 @@ def require_interpreter() -> None:
             f"imported; start Python with {INTERPRET_ENV}=1 "
             "(python -m inductor_fx_unbacked demo sets it itself)"
         )
-    from ._overlay import fix_interpreter_indexing
+    from ._overlay import fix_interpreter
 
-    fix_interpreter_indexing()
+    fix_interpreter()
 
 
 def _make_driver() -> Any:
@@ -163,6 +164,53 @@ def patch_lang_tensor(original: Any) -> Any:
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
     return _patch_lang_tensor
+
+
+def contiguous_operands(original: Any) -> Any:
+    """Wrap an ``InterpreterBuilder`` atomic so that its operands are contiguous.
+
+    Triton's semantic layer broadcasts a scalar value to the pointer's shape, which
+    in the interpreter is a NumPy view with stride 0; the interpreter's C++ atomics
+    read their operands as contiguous arrays, so ``tl.atomic_add(ptrs, scalar)``
+    (Inductor's ``index_put`` with accumulation, e.g. the backward of an indexing)
+    stored whatever memory followed the scalar. Found by the corpus on Triton 3.6
+    to 3.9.
+    """
+    from triton.runtime.interpreter import TensorHandle
+
+    def contiguous(value: Any) -> Any:
+        if isinstance(value, TensorHandle) and not value.data.flags.c_contiguous:
+            return TensorHandle(numpy.ascontiguousarray(value.data), value.dtype)
+        return value
+
+    @functools.wraps(original)
+    def atomic(self: Any, *args: Any) -> Any:
+        return original(self, *(contiguous(arg) for arg in args))
+
+    return atomic
+
+
+def converting_floats(original: Any) -> Any:
+    """Wrap the interpreter's ``_implicit_cvt`` so that a float argument becomes a
+    scalar tensor, as an int does.
+
+    Triton compiles a Python float argument as an ``fp32`` scalar; the interpreter
+    passes it on as a Python float, and a kernel that converts it
+    (``ks0.to(tl.float32)``, Inductor's code for a float from ``.item()``) fails
+    with ``'float' object has no attribute 'to'``.
+    """
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    @functools.wraps(original)
+    def _implicit_cvt(arg: Any) -> Any:
+        if isinstance(arg, float):
+            return tl.tensor(
+                TensorHandle(numpy.array([arg], dtype=numpy.float32), tl.float32), tl.float32
+            )
+        return original(arg)
+
+    return _implicit_cvt
 
 
 class InterpreterFxConverter(FxConverter):
