@@ -20,27 +20,11 @@ import platform
 import sys
 import time
 import traceback
-import types
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "test", "corpus"))
-
-
-def fresh_copy(fn: Any) -> Any:
-    return types.FunctionType(
-        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
-    )
-
-
-def call(program: Any, fn: Any, args: tuple[Any, ...]) -> Any:
-    if not program.backward:
-        return fn(*args)
-    w = args[0].detach().clone().requires_grad_()
-    loss = fn(w, *args[1:])
-    loss.backward()
-    return loss.detach(), w.grad
 
 
 def main() -> int:
@@ -55,7 +39,8 @@ def main() -> int:
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import triton
-    from programs import CORPUS
+    from programs import CORPUS, fresh_copy
+    from programs import run as call
 
     import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked._programs import same, synchronize
@@ -144,6 +129,9 @@ def main() -> int:
 
 def python_wrapper_error(torch: Any, program: Any, inputs: list[Any], dynamic: bool) -> Any:
     """The Python wrapper's error on the program, or None if it compiles it."""
+    from programs import fresh_copy
+    from programs import run as call
+
     try:
         fn = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=dynamic)
         call(program, fn, inputs[0])

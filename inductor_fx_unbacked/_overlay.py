@@ -123,27 +123,38 @@ def is_enabled() -> bool:
     return bool(_saved)
 
 
-def enable() -> None:
-    """Install the overlay onto upstream Inductor. Idempotent."""
-    check_torch_version()
+def _apply(table: list[Patch], saved: dict[tuple[Any, str], Any]) -> None:
+    """Install ``table``, recording each original in ``saved``; a no-op if ``saved`` is set."""
     with _lock:
-        if _saved:
+        if saved:
             return
-        for patch in patches():
-            original = patch.owner.__dict__.get(patch.name, _MISSING)
-            _saved[(patch.owner, patch.name)] = original
+        for patch in table:
+            original = vars(patch.owner).get(patch.name, _MISSING)
+            saved[(patch.owner, patch.name)] = original
             setattr(patch.owner, patch.name, patch.build(original))
 
 
-def disable() -> None:
-    """Restore every upstream attribute the overlay replaced, as the identical object."""
+def _revert(saved: dict[tuple[Any, str], Any]) -> None:
+    """Put back every original recorded in ``saved``, as the identical object."""
     with _lock:
-        for (owner, name), original in reversed(list(_saved.items())):
+        for (owner, name), original in reversed(list(saved.items())):
             if original is _MISSING:
                 delattr(owner, name)
             else:
                 setattr(owner, name, original)
-        _saved.clear()
+        saved.clear()
+
+
+def enable() -> None:
+    """Install the overlay onto upstream Inductor. Idempotent."""
+    check_torch_version()
+    if not _saved:
+        _apply(patches(), _saved)
+
+
+def disable() -> None:
+    """Restore every upstream attribute the overlay replaced, as the identical object."""
+    _revert(_saved)
 
 
 # Triton's interpreter, for the CPU mode. Interpreted kernels run whenever a
@@ -172,21 +183,10 @@ def interpreter_patches() -> list[Patch]:
 
 def fix_interpreter() -> None:
     """Install the interpreter fixes (``interpreter_patches``). Idempotent."""
-    with _lock:
-        if _interpreter_saved:
-            return
-        for patch in interpreter_patches():
-            original = getattr(patch.owner, "__dict__", {}).get(patch.name, _MISSING)
-            _interpreter_saved[(patch.owner, patch.name)] = original
-            setattr(patch.owner, patch.name, patch.build(original))
+    if not _interpreter_saved:
+        _apply(interpreter_patches(), _interpreter_saved)
 
 
 def unfix_interpreter() -> None:
     """Restore the interpreter's own attributes."""
-    with _lock:
-        for (owner, name), original in reversed(list(_interpreter_saved.items())):
-            if original is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
-        _interpreter_saved.clear()
+    _revert(_interpreter_saved)

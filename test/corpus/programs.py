@@ -10,6 +10,7 @@ differential corpus test (``test_corpus.py``) and the GPU stress run
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,24 @@ class CorpusProgram:
 
 
 CORPUS: list[CorpusProgram] = []
+
+
+def fresh_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of ``fn`` with its own code object, so that Dynamo compiles it afresh
+    (Dynamo caches compiled code per code object)."""
+    return types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+
+
+def run(program: CorpusProgram, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """The program's result; for a training program, the loss and the gradient."""
+    if not program.backward:
+        return fn(*args)
+    w = args[0].detach().clone().requires_grad_()
+    loss = fn(w, *args[1:])
+    loss.backward()
+    return loss.detach(), w.grad
 
 
 def program(inputs: Callable[[str], list[tuple[Any, ...]]], backward: bool = False):

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import types
 
 import pytest
 import torch
-from programs import CORPUS
+from programs import CORPUS, fresh_copy, run
 from torch._inductor.codegen.wrapper_fxir import FxConverter
 
 import inductor_fx_unbacked as ifx
@@ -38,25 +37,8 @@ def dynamo_config():
     ifx.disable()
 
 
-def fresh_copy(fn):
-    """A copy with its own code object, so that Dynamo compiles it afresh."""
-    return types.FunctionType(
-        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
-    )
-
-
-def call(program, fn, args):
-    """The program's result; for a training program, the loss and the gradient."""
-    if not program.backward:
-        return fn(*args)
-    w = args[0].detach().clone().requires_grad_()
-    loss = fn(w, *args[1:])
-    loss.backward()
-    return loss.detach(), w.grad
-
-
 def results(program, fn, inputs):
-    return [call(program, fn, args) for args in inputs]
+    return [run(program, fn, args) for args in inputs]
 
 
 @contextlib.contextmanager
