@@ -21,8 +21,8 @@ def ensure_kernel_loaded(tuner: Any) -> None:
 
     Parallel compile workers strip ``JITFunction.fn`` before pickling the
     autotuner back; a kernel stored in the Triton side table in that state fails
-    at run time inside ``JITFunction.run``. Torch 2.12+ reloads it with
-    ``CachingAutotuner._ensure_kernel_loaded``; 2.10 and 2.11 have only the
+    at run time inside ``JITFunction.run``. Torch 2.13+ reloads it with
+    ``CachingAutotuner._ensure_kernel_loaded``; 2.10 to 2.12 have only the
     stashed ``_reload_kernel`` callback.
     """
     if hasattr(tuner, "_ensure_kernel_loaded"):
