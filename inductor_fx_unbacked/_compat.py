@@ -12,6 +12,7 @@ from typing import Any
 
 from torch._higher_order_ops import triton_kernel_wrap
 from torch._inductor import config
+from torch._inductor import custom_graph_pass as _custom_graph_pass
 from torch._inductor.codegen import wrapper as _wrapper
 from torch._inductor.sizevars import SizeVarAllocator
 
@@ -88,3 +89,28 @@ def _triton_interpreter_index_needs_squeeze() -> bool:
 
 
 TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE = _triton_interpreter_index_needs_squeeze()
+
+
+# A device's custom backend pass (``register_backend_for_device``), whose uuid is
+# part of the FX graph cache's and AOTAutograd's cache keys. Post-grad applies it
+# to the GraphModule (``CustomGraphModulePass``); releases without that class take
+# a ``CustomGraphPass``. Checked on 2.10 to 2.15.
+CustomBackendPass = getattr(
+    _custom_graph_pass, "CustomGraphModulePass", _custom_graph_pass.CustomGraphPass
+)
+
+
+# Storing FX artifacts (inductor_fx_unbacked.caching). Torch's graph pickler, which
+# AOTAutograd's cache uses for GraphModules with fake values; with no ops filter
+# every operator is allowed (this package's ``fx_unbacked`` ops among them), and
+# the fake-value hook with which upstream's converter fills ``meta["val"]``.
+# Checked on 2.10 to 2.15.
+from torch._export.passes import _node_metadata_hook as _metadata_hook  # noqa: E402
+from torch.fx import _graph_pickler  # noqa: E402
+
+GraphPickler = _graph_pickler.GraphPickler
+node_metadata_hook = _metadata_hook._node_metadata_hook
+
+
+def graph_pickler_options() -> Any:
+    return _graph_pickler.Options(ops_filter=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,13 +13,16 @@ from torch._inductor import config
 from torch._inductor.codegen import common
 from torch._inductor.codegen.common import FileBackedGraphModule
 from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
+from torch._inductor.virtualized import V
 from torch.utils import _pytree as pytree
 
-from . import _overlay
+from . import _overlay, caching
+from .caching import ArtifactIdentity
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
 from .runner import lower
 
 SUPPORTED_DEVICES = ("cuda", "cpu")
+log = logging.getLogger(__name__)
 
 # Lists that receive every GraphModule the converter produces, while capturing.
 _graph_sinks: list[list[torch.fx.GraphModule]] = []
@@ -28,6 +32,8 @@ class FxWrapperCodegen(WrapperFxCodegen):
     """Upstream's FX wrapper codegen, with a pluggable converter and graph capture."""
 
     converter_class: type[FxConverter] = FxConverter
+    #: Inductor's FX graph cache stores the artifact (``inductor_fx_unbacked.caching``).
+    supports_caching: bool = True
     #: Whether graphs keep the nodes tagged ``meta["runtime_assert"]``.
     runtime_asserts: bool = True
     #: How compiled graphs run: ``"lowered"`` (:func:`inductor_fx_unbacked.runner.lower`)
@@ -36,9 +42,7 @@ class FxWrapperCodegen(WrapperFxCodegen):
 
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """The callable that runs ``gm``; ``gm`` itself is left as it is."""
-        if self.runner == "graph":
-            return super().compile_graph(gm)
-        return lower(gm).forward
+        return compile_graph_with(self.runner, gm)
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
@@ -56,8 +60,9 @@ class FxWrapperCodegen(WrapperFxCodegen):
             ) from e
         if not self.runtime_asserts:
             strip_runtime_asserts(gm)
-        for sink in _graph_sinks:
-            sink.append(gm)
+        record_graphs([gm])
+        if not self.is_subgraph:
+            _store_artifact(gm, self.runner)
         return FileBackedGraphModule(gm, self.compile_graph(gm)), None
 
     def _convert(self) -> torch.fx.GraphModule:
@@ -69,6 +74,36 @@ class FxWrapperCodegen(WrapperFxCodegen):
             subgms=self.subgms,
             is_subgraph=self.is_subgraph,
         ).generate()
+
+
+def compile_graph_with(runner: str, gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """The callable that runs ``gm`` with ``runner`` (see ``fx_backend``)."""
+    if runner == "graph":
+        return gm.forward
+    return lower(gm).forward
+
+
+def record_graphs(graphs: list[torch.fx.GraphModule]) -> None:
+    """Hand graphs to every ``recording_graphs`` that is open."""
+    for sink in _graph_sinks:
+        sink.extend(graphs)
+
+
+def _store_artifact(gm: torch.fx.GraphModule, runner: str) -> None:
+    """Give Inductor the source of the module that its caches store for ``gm``.
+
+    A graph that cannot be stored gets a module that is a cache miss when loaded
+    (``caching.ArtifactNotStored``), so it is compiled again, never served wrong.
+    """
+    from torch._inductor.codecache import PyCodeCache
+
+    try:
+        source = caching.artifact_source(gm, runner)
+    except caching.ArtifactNotStored as e:
+        log.info("Not storing the FX artifact in Inductor's caches: %s", e)
+        source = caching.unstorable_artifact_source(str(e))
+    key, path = PyCodeCache.write(source)
+    V.graph.cache_key, V.graph.cache_path, V.graph.cache_linemap = key, path, []
 
 
 class InterpreterFxWrapperCodegen(FxWrapperCodegen):
@@ -142,13 +177,18 @@ def fx_backend(
             options = {"runtime_asserts": runtime_asserts, "runner": runner}
             codegen = type(codegen.__name__, (codegen,), options)
         previous = common.device_codegens[device]
+        # The artifact's identity goes into Inductor's and AOTAutograd's cache
+        # keys through the device's custom backend pass (inductor_fx_unbacked.caching).
+        identity = ArtifactIdentity(
+            device, runner, runtime_asserts, common.custom_backend_passes.get(device)
+        )
         common.register_backend_for_device(
             device,
             previous.scheduling,
             codegen,
             previous.cpp_wrapper_codegen,
             codegen,
-            common.custom_backend_passes.get(device),
+            identity,
             common.custom_backend_codegen_configs.get(device),
         )
         if device == "cpu":

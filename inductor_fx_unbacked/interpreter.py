@@ -27,10 +27,9 @@ from typing import Any
 
 import numpy
 import torch
-from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
-from torch._inductor.codegen.wrapper_fxir import FxConverter
+from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
-from .codegen.wrapper_fxir import import_kernel_definition, register_kernel
+from .codegen.wrapper_fxir import kernel_source_of, load_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
 
@@ -218,10 +217,5 @@ class InterpreterFxConverter(FxConverter):
 
     def _generate_kernel_definition(self, line: Any) -> None:
         check_interpretable(line.kernel_name, line.kernel_body)
-        tuner = import_kernel_definition(self, line)
-        if not tuner.compile_results:
-            tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]
-        # wrap_triton hands an InterpretedFunction back unwrapped (torch 2.13) or
-        # refuses it (torch 2.11); the kernel table takes it as it is.
-        wrapped = TraceableTritonKernelWrapper(tuner.fn, None, None)
-        register_kernel(self, line.kernel_name, tuner, wrapped)
+        tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=True))
+        self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)

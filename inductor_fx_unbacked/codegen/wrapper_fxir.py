@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import (
+    TraceableTritonKernelWrapper,
+    kernel_side_table,
     tracing_triton_hopifier_singleton,
     triton_kernel_wrapper_mutation,
 )
 from torch._inductor import config, ir
+from torch._inductor.codecache import LambdaFuture, PyCodeCache
 from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
 from torch._inductor.codegen.wrapper import (
     DynamicScalarLine,
@@ -42,6 +45,7 @@ from torch.utils._ordered_set import OrderedSet
 
 from .. import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
 from .._compat import HOP_LAUNCH_KWARGS, ensure_kernel_loaded, optimization_hint
+from ..caching import KernelSource, record_kernel_source
 from .keypath import INDEXED_METHODS, UnsupportedStep, define_symbol
 from .wrapper import (
     AlignmentAssertLine,
@@ -326,8 +330,8 @@ def reconcile_triton_call_args(
 
 def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
     """Import a Triton kernel and put it in the side table that kernel nodes index."""
-    tuner = import_kernel_definition(self, line)
-    register_kernel(self, line.kernel_name, tuner, wrap_triton(tuner.fn))
+    tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=False))
+    self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
 
 
 #: The autotuner behind each kernel-table index, for runners that launch its
@@ -335,25 +339,50 @@ def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
 _tuners: dict[int, CachingAutotuner] = {}
 
 
-def register_kernel(self: FxConverter, name: str, tuner: CachingAutotuner, wrapped: Any) -> None:
-    self.kernels[name] = TritonKernel(tuner, wrapped)
-    _tuners[wrapped.kernel_idx] = tuner
-
-
 def tuner_for_kernel(kernel_idx: int) -> CachingAutotuner | None:
     """The autotuner of a kernel that this package's converter defined, if any."""
     return _tuners.get(kernel_idx)
 
 
-def import_kernel_definition(self: FxConverter, line: Any) -> CachingAutotuner:
-    """Import the autotuner of a ``KernelDefinitionLine``, with its kernel loaded."""
+def kernel_source_of(self: FxConverter, line: Any, *, interpreted: bool) -> KernelSource:
+    """The module code that defines the kernel of a ``KernelDefinitionLine``."""
     assert isinstance(line, KernelDefinitionLine), type(line)
     code = PythonWrapperCodegen._format_kernel_definition(
         line.kernel_name, line.kernel_body, metadata=line.metadata
     )
-    tuner = self._import_kernel(code, line.kernel_name)
+    return KernelSource("\n".join([self.prologue, code]), line.kernel_name, interpreted)
+
+
+def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
+    """Import a kernel's autotuner, with its kernel loaded, and give it a side-table index.
+
+    Used by FX conversion and by loading a stored FX artifact
+    (``inductor_fx_unbacked.caching``), so that both see the same kernel. In the
+    CPU mode the kernel is interpreted: it has no compile result to read its
+    config from, so it gets one holding the first config (the one the
+    interpreter runs), and its ``InterpretedFunction`` is wrapped for the table
+    as it is.
+    """
+    module = PyCodeCache.load(source.module_code)
+    tuner = getattr(module, source.kernel_name)
+    if isinstance(tuner, LambdaFuture):
+        tuner = tuner.result()
     ensure_kernel_loaded(tuner)
-    return tuner
+    if source.interpreted:
+        from ..interpreter import InterpretedCompileResult
+
+        if not tuner.compile_results:
+            tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]
+        # wrap_triton hands an InterpretedFunction back unwrapped (torch 2.13) or
+        # refuses it (torch 2.11); the kernel table takes it as it is.
+        wrapped = TraceableTritonKernelWrapper(tuner.fn, None, None)
+    else:
+        wrapped = wrap_triton(tuner.fn)
+    _tuners[wrapped.kernel_idx] = tuner
+    record_kernel_source(
+        wrapped.kernel_idx, kernel_side_table.get_kernel(wrapped.kernel_idx), source
+    )
+    return tuner, wrapped
 
 
 def _generate_triton_call(self: FxConverter, line: Any) -> None:

@@ -1,0 +1,229 @@
+"""The FX backend with Inductor's caches on, as users run it: fresh cache dirs per test.
+
+Inductor's FX graph cache and AOTAutograd's cache must never hand the Python
+wrapper's artifact to the FX backend or the other way round, and an FX artifact
+stored by one process must start the next one warm: served from the cache, its
+FX graphs recorded again, run by the lowered runner. Each direction is tested in
+one process and across processes (``cache_scenario.py`` run as a script).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked import caching
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cache_scenario  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def cache_dirs(tmp_path, monkeypatch):
+    """Fresh Inductor and Triton cache dirs, for this process and the ones it starts."""
+    dirs = {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    }
+    for name, value in dirs.items():
+        monkeypatch.setenv(name, value)
+    from torch._inductor.codecache import PyCodeCache
+
+    PyCodeCache.cache_clear()
+    yield dirs
+    torch._dynamo.reset()
+
+
+def run_in_new_process(backend: str) -> dict:
+    env = dict(os.environ)
+    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    script = Path(cache_scenario.__file__)
+    result = subprocess.run(
+        [sys.executable, str(script), backend, DEVICE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def hits(report: dict) -> int:
+    inductor = report["counters"].get("inductor", {})
+    aot = report["counters"].get("aot_autograd", {})
+    return inductor.get("fxgraph_cache_hit", 0) + aot.get("autograd_cache_hit", 0)
+
+
+def assert_compiled_fx(report: dict) -> None:
+    """The FX backend compiled the program: its graph defines u0 and it ran right."""
+    assert report["matches"] == [True, True]
+    assert report["graphs"] == 1
+    assert report["unbacked_definitions"] == ["u0"]
+    assert report["meta_val_missing"] == []
+    assert report["lowered"] == 1
+
+
+class TestPythonWrapperThenFx:
+    """The Python wrapper's artifact is never served to the FX backend."""
+
+    def test_same_process(self, cache_dirs):
+        first = cache_scenario.compile_and_run("python", DEVICE)
+        assert first["matches"] == [True, True] and first["graphs"] == 0
+        second = cache_scenario.compile_and_run("fx", DEVICE)
+        assert_compiled_fx(second)
+        assert hits(second) == 0
+
+    def test_new_process(self, cache_dirs):
+        first = run_in_new_process("python")
+        assert first["matches"] == [True, True]
+        second = run_in_new_process("fx")
+        assert_compiled_fx(second)
+        assert hits(second) == 0
+
+
+class TestFxThenPythonWrapper:
+    """The FX artifact is never served to the Python wrapper."""
+
+    def test_same_process(self, cache_dirs):
+        assert_compiled_fx(cache_scenario.compile_and_run("fx", DEVICE))
+        second = cache_scenario.compile_and_run("python", DEVICE)
+        assert second["matches"] == [True, True] and second["graphs"] == 0
+        assert hits(second) == 0
+
+    def test_new_process(self, cache_dirs):
+        assert_compiled_fx(run_in_new_process("fx"))
+        second = run_in_new_process("python")
+        assert second["matches"] == [True, True]
+        assert hits(second) == 0
+        if DEVICE == "cuda":
+            # On CPU the Python wrapper needs the package's interpreter driver.
+            assert not second["package_loaded_before"]
+
+
+class TestWarmStart:
+    """An FX artifact stored by one compile serves the next: graphs, runner, results."""
+
+    def test_same_process(self, cache_dirs):
+        first = cache_scenario.compile_and_run("fx", DEVICE)
+        assert_compiled_fx(first)
+        assert hits(first) == 0
+        second = cache_scenario.compile_and_run("fx", DEVICE)
+        assert_compiled_fx(second)
+        assert hits(second) >= 1
+
+    def test_new_process(self, cache_dirs):
+        first = run_in_new_process("fx")
+        assert_compiled_fx(first)
+        second = run_in_new_process("fx")
+        assert_compiled_fx(second)
+        assert hits(second) >= 1
+        # The kernels' binaries came from Triton's cache: nothing compiled.
+        assert second["new_triton_cache_entries"] == 0
+
+    def test_capture_fx_graphs_on_a_warm_cache(self, cache_dirs):
+        x = cache_scenario.inputs(DEVICE)[0]
+        with cache_scenario.caches_on():
+            cold = ifx.capture_fx_graphs(
+                cache_scenario.program, x, device=DEVICE, dynamic=True, fullgraph=True
+            )
+            counters.clear()
+            warm = ifx.capture_fx_graphs(
+                cache_scenario.program, x, device=DEVICE, dynamic=True, fullgraph=True
+            )
+        assert counters["aot_autograd"]["autograd_cache_hit"] == 1
+        assert torch.equal(warm.outputs, cold.outputs)
+        assert [gm.code for gm in warm.graphs] == [gm.code for gm in cold.graphs]
+
+
+def fx_graphs(device: str, **options) -> tuple[list[torch.fx.GraphModule], int]:
+    """Compile the scenario's program with ``fx_backend(device, **options)``, caches on."""
+    counters.clear()
+    torch._dynamo.reset()
+    with (
+        cache_scenario.caches_on(),
+        ifx.fx_backend(device, **options),
+        ifx.recording_graphs() as graphs,
+    ):
+        compiled = torch.compile(cache_scenario.program, dynamic=True, fullgraph=True)
+        for x in cache_scenario.inputs(device):
+            torch.testing.assert_close(compiled(x), cache_scenario.program(x))
+    return graphs, counters["aot_autograd"]["autograd_cache_hit"]
+
+
+def count_asserts(graphs: list[torch.fx.GraphModule]) -> int:
+    return sum(1 for gm in graphs for n in gm.graph.nodes if n.meta.get("runtime_assert"))
+
+
+class TestArtifactIdentity:
+    """What changes the artifact is in the key: the runner and the checks."""
+
+    def test_runtime_asserts_and_runner_are_in_the_key(self, cache_dirs):
+        checked, hit = fx_graphs(DEVICE)
+        assert count_asserts(checked) > 0 and hit == 0
+        unchecked, hit = fx_graphs(DEVICE, runtime_asserts=False)
+        assert count_asserts(unchecked) == 0 and hit == 0
+        _, hit = fx_graphs(DEVICE, runner="graph")
+        assert hit == 0
+        again, hit = fx_graphs(DEVICE, runtime_asserts=False)
+        assert count_asserts(again) == 0 and hit == 1
+
+    def test_uuid_names_the_backend(self):
+        a = caching.ArtifactIdentity("cpu", "lowered", True, None).uuid()
+        assert a != caching.ArtifactIdentity("cpu", "graph", True, None).uuid()
+        assert a != caching.ArtifactIdentity("cpu", "lowered", False, None).uuid()
+        assert a != caching.ArtifactIdentity("cuda", "lowered", True, None).uuid()
+        assert caching.package_hash() in a
+
+    def test_registered_pass_still_runs(self, cache_dirs):
+        from torch._inductor.codegen import common
+
+        common.init_backend_registration()
+        seen = []
+
+        class Pass(caching.CustomBackendPass):
+            def __call__(self, graph):
+                seen.append(graph)
+
+            def uuid(self):
+                return "user pass"
+
+        saved = common.custom_backend_passes.get(DEVICE)
+        common.custom_backend_passes[DEVICE] = Pass()
+        try:
+            fx_graphs(DEVICE)
+        finally:
+            common.custom_backend_passes[DEVICE] = saved
+        assert seen
+
+
+class TestUnstorableArtifact:
+    """An artifact that cannot be stored is a cache miss, never served."""
+
+    def test_loading_it_is_an_os_error(self):
+        source = caching.unstorable_artifact_source("kernel 3 has no recorded source")
+        with pytest.raises(OSError, match="kernel 3 has no recorded source"):
+            exec(compile(source, "<artifact>", "exec"), {})
+
+    def test_kernels_without_a_source_are_not_stored(self, cache_dirs, monkeypatch):
+        # A kernel that reaches the side table by a path that records no source
+        # (upstream's converter, with the overlay disabled inside fx_backend on
+        # CUDA) makes the artifact unstorable: each compile converts again.
+        monkeypatch.setattr(caching, "_kernel_sources", {})
+        monkeypatch.setattr(caching, "record_kernel_source", lambda *args: None)
+        for _ in range(2):
+            graphs, hit = fx_graphs(DEVICE)
+            assert len(graphs) == 1 and hit == 0
+            assert counters["inductor"]["fxgraph_cache_hit"] == 0
