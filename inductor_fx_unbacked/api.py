@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 
 from . import _overlay
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
-from .runner import lower
+from .straightline import compile_lowered
 
 SUPPORTED_DEVICES = ("cuda", "cpu")
 
@@ -38,7 +38,7 @@ class FxWrapperCodegen(WrapperFxCodegen):
         """The callable that runs ``gm``; ``gm`` itself is left as it is."""
         if self.runner == "graph":
             return super().compile_graph(gm)
-        return lower(gm).forward
+        return compile_lowered(gm)
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
