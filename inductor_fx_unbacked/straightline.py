@@ -207,10 +207,12 @@ class _FunctionWriter:
             if not isinstance(node.meta.get("val"), _SYMBOLIC_VALUES):
                 continue
             key = (node.target, self.key(node.args))
-            if key in seen:
-                self.alias[node] = seen[key]
-            else:
-                seen[key] = node
+            try:
+                earlier = seen.setdefault(key, node)
+            except TypeError:  # an unhashable constant (a slice before 3.12)
+                continue
+            if earlier is not node:
+                self.alias[node] = earlier
 
     def key(self, value: Any) -> Any:
         if isinstance(value, torch.fx.Node):
