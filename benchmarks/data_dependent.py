@@ -1,28 +1,27 @@
-"""The ten data-dependent programs (docs/benchmarks.md): cold, new sizes, steady state.
+"""Data-dependent programs (docs/benchmarks.md): steady state with intervals, cold, new sizes.
 
-Backends, all measured in one run on one machine:
+Backends:
 
-- ``eager``: no compile;
+- ``eager``: no compile (the anchor);
 - ``python``: Inductor's Python wrapper, default config;
-- ``upstream-fx``: upstream's FX backend (overlay disabled, the four assert
-  flags off, ``compile_threads=1``, which it needs to run at all);
-- ``fx-graph``: this package, default config, running ``gm.forward``
-  (``fx_backend(..., runner="graph")``, the package's behaviour before the runner);
-- ``fx``: this package, default config, with its lowered runner (the default).
+- ``fx``: this package, default config, lowered runner (the default);
+- optional: ``fx-graph`` (this package running ``gm.forward``) and ``upstream-fx``
+  (upstream's FX backend: overlay disabled, the four assert flags off,
+  ``compile_threads=1``, which it needs).
 
-Measurements:
+Steady state: one process; every backend compiles its own copy of the program,
+then the backends are interleaved call by call (one timed call of each backend
+per sample, in an order that rotates every sample), each call between two
+device synchronisations. The ratio of two backends is the median of the
+per-sample paired ratios, with a 95% bootstrap interval; sampling stops when
+every interval is within ``--precision`` of its ratio, or at ``--max-samples``
+or ``--seconds``.
 
-- cold: one fresh process per (program, backend), with fresh
-  ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``: time to the end of the
-  first call, synchronized, compile included;
-- new sizes: in that process, the first call on a second input whose
-  data-dependent sizes differ, and the Triton compiles during it;
-- steady state: one process, every backend compiled, then rounds in which the
-  backends take turns; each round is the median of ``--calls`` synchronized
-  calls per backend; rounds repeat until every backend's spread (max/min of its
-  round medians) is under ``--spread`` or ``--max-rounds`` is reached.
+Cold: one fresh process (and cache dirs) per (program, backend): compile plus
+first call, synchronised. New sizes: in that process, the first call on the
+second input, and the Triton compiles during it.
 
-    python benchmarks/data_dependent.py --out benchmarks/results/DATE-h200-runner.md
+    python benchmarks/data_dependent.py --out benchmarks/results/DATE-h200.md
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ import json
 import math
 import os
 import platform
-import statistics
+import random
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 BACKENDS = ("eager", "python", "upstream-fx", "fx-graph", "fx")
 COMPILED = BACKENDS[1:]
+DEFAULT_BACKENDS = ("eager", "python", "fx")
+DEFAULT_COLD_BACKENDS = ("python", "fx")
 UPSTREAM_CONFIG = {
     "alignment_asserts": False,
     "size_asserts": False,
@@ -53,6 +54,7 @@ UPSTREAM_CONFIG = {
     "nan_asserts": False,
     "compile_threads": 1,
 }
+HEAVY_N = 1 << 26  # 64M elements
 
 
 def setup() -> None:
@@ -121,19 +123,38 @@ class TritonCompileCounter:
         triton.compile = counted_compile
 
 
+def program_size(name: str, n: int, heavy_n: int) -> int:
+    return heavy_n if name.startswith("H") else n
+
+
+def selected_programs(args: argparse.Namespace) -> list[Any]:
+    """The programs of this run, in report order (heavy ones on GPUs only)."""
+    from inductor_fx_unbacked._programs import HEAVY_PROGRAMS, PROGRAMS
+
+    programs = list(PROGRAMS) + (list(HEAVY_PROGRAMS) if args.device == "cuda" else [])
+    if args.programs:
+        known = {p.name for p in PROGRAMS + HEAVY_PROGRAMS}
+        unknown = sorted(set(args.programs) - known)
+        if unknown:
+            raise SystemExit(f"unknown programs {unknown}; known: {sorted(known)}")
+        programs = [p for p in programs if p.name in args.programs]
+    return programs
+
+
+# Cold and new sizes.
+
+
 def run_cold(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     """In this (fresh) process: the first call, then the first call on new sizes."""
-    import torch
-
     from inductor_fx_unbacked._programs import BY_NAME, same, synchronize
 
     setup()
     program = BY_NAME[name]
     first, second = program.inputs(device, n)
+    synchronize(device)
     counter = TritonCompileCounter()
     with backend_context(backend, device):
         fn = compiled_fn(program, backend)
-        synchronize(device)
         start = time.perf_counter()
         result = fn(*first)
         synchronize(device)
@@ -146,7 +167,6 @@ def run_cold(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     ok = same(result, program.fn(*first), rtol=1e-4, atol=1e-4) and same(
         second_result, program.fn(*second), rtol=1e-4, atol=1e-4
     )
-    del torch
     return {
         "ok": ok,
         "cold_s": cold,
@@ -164,7 +184,10 @@ def cold_in_fresh_process(name: str, backend: str, device: str, n: int) -> dict[
         )
         command = [sys.executable, __file__, "--cold-one", name, backend, "--device", device]
         command += ["--n", str(n)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": "timed out after 300 s"}
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
@@ -172,185 +195,417 @@ def cold_in_fresh_process(name: str, backend: str, device: str, n: int) -> dict[
     return {"ok": False, "error": tail[0][:160]}
 
 
-def steady_state(
-    device: str,
-    n: int,
-    calls: int,
-    spread: float,
-    max_rounds: int,
-    backends: list[str],
-    programs: list[str] | None = None,
-) -> dict:
-    """Per program and backend: the median of the round medians (ms) and their spread."""
-    from inductor_fx_unbacked._programs import PROGRAMS, same, synchronize
+# Statistics.
 
-    setup()
-    results: dict[str, dict[str, Any]] = {}
-    for program in PROGRAMS:
-        if programs and program.name not in programs:
-            continue
-        first, _ = program.inputs(device, n)
-        runners = {}
-        for backend in backends:
-            try:
-                with backend_context(backend, device):
-                    fn = compiled_fn(program, backend)
-                    ok = same(fn(*first), program.fn(*first), rtol=1e-4, atol=1e-4)
-                runners[backend] = (fn, ok)
-            except Exception as e:  # noqa: BLE001 - reported per backend
-                results.setdefault(program.name, {})[backend] = {"error": str(e).splitlines()[0]}
-        rounds: dict[str, list[float]] = {b: [] for b in runners}
-        for round_index in range(max_rounds):
-            for backend, (fn, _) in runners.items():
-                with backend_context(backend, device):
-                    for _ in range(3):  # warm
-                        fn(*first)
-                    times = []
-                    for _ in range(calls):
-                        synchronize(device)
-                        start = time.perf_counter()
-                        fn(*first)
-                        synchronize(device)
-                        times.append(time.perf_counter() - start)
-                rounds[backend].append(statistics.median(times) * 1e3)
-            if round_index >= 2 and all(max(r) / min(r) - 1 < spread for r in rounds.values()):
-                break
-        for backend, medians in rounds.items():
-            results.setdefault(program.name, {})[backend] = {
-                "ok": runners[backend][1],
-                "steady_ms": statistics.median(medians),
-                "spread": max(medians) / min(medians) - 1,
-                "rounds": len(medians),
-            }
-        print(program.name, json.dumps(results[program.name]), flush=True)
-    return results
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def bootstrap_medians(ratios: list[float], resamples: int, seed: int) -> list[float]:
+    """Medians of ``resamples`` resamples (with replacement) of ``ratios``."""
+    try:
+        import numpy as np
+    except ImportError:
+        rng = random.Random(seed)
+        return [median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples)]
+    rng = np.random.default_rng(seed)
+    values = np.asarray(ratios)
+    picks = rng.integers(0, len(values), size=(resamples, len(values)))
+    return np.median(values[picks], axis=1).tolist()
+
+
+def interval(replicates: list[float]) -> tuple[float, float]:
+    ordered = sorted(replicates)
+    return ordered[int(0.025 * len(ordered))], ordered[int(0.975 * len(ordered)) - 1]
+
+
+def ratio_with_interval(ratios: list[float], resamples: int = 1000) -> dict[str, Any]:
+    """Median of the paired ratios, 95% percentile-bootstrap interval, and replicates."""
+    replicates = bootstrap_medians(ratios, resamples, seed=len(ratios))
+    low, high = interval(replicates)
+    return {"ratio": median(ratios), "low": low, "high": high, "replicates": replicates}
 
 
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def report(args: argparse.Namespace, cold: dict, steady: dict) -> str:
+def geomean_interval(entries: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """95% interval of the geometric mean: programs' replicates combined index by
+    index (resamples are independent between programs)."""
+    if not entries:
+        return None
+    combined = [geomean(list(values)) for values in zip(*(e["replicates"] for e in entries))]
+    return interval(combined)
+
+
+# Steady state.
+
+
+def steady_state(args: argparse.Namespace, programs: list[Any]) -> tuple[dict, int]:
+    """Per program: medians (ms) per backend and paired ratios with intervals."""
+    from inductor_fx_unbacked._programs import same, synchronize
+
+    setup()
+    results: dict[str, dict[str, Any]] = {}
+    counter = TritonCompileCounter()
+    runtime_compiles = 0
+    for program in programs:
+        first, second = program.inputs(
+            args.device, program_size(program.name, args.n, args.heavy_n)
+        )
+        entry: dict[str, Any] = {"backends": {}, "ratios": {}}
+        results[program.name] = entry
+        runners = {}
+        for backend in args.backends:
+            try:
+                with backend_context(backend, args.device):
+                    fn = compiled_fn(program, backend)
+                    ok = same(fn(*first), program.fn(*first), rtol=1e-4, atol=1e-4)
+                    ok = ok and same(fn(*second), program.fn(*second), rtol=1e-4, atol=1e-4)
+                runners[backend] = fn
+                entry["backends"][backend] = {"ok": ok}
+            except Exception as e:  # noqa: BLE001 - reported per backend
+                entry["backends"][backend] = {"error": str(e).strip().splitlines()[0][:160]}
+        for backend, fn in runners.items():
+            with backend_context(backend, args.device):
+                for _ in range(3):
+                    fn(*first)
+        synchronize(args.device)
+        before = counter.count
+        graphs_before = dynamo_graphs()
+        times: dict[str, list[float]] = {backend: [] for backend in runners}
+        order = list(runners)
+        deadline = time.perf_counter() + args.seconds
+        samples, next_check = 0, args.min_samples
+        while samples < args.max_samples:
+            # Outside the backends' contexts (entering one takes milliseconds):
+            # a recompile here would use the default compiler, so any counts as
+            # a failure below.
+            for backend in order:
+                fn = runners[backend]
+                synchronize(args.device)
+                start = time.perf_counter()
+                fn(*first)
+                synchronize(args.device)
+                times[backend].append(time.perf_counter() - start)
+            order = order[1:] + order[:1]
+            samples += 1
+            if samples >= next_check:
+                next_check = int(samples * 1.5)
+                if time.perf_counter() > deadline or all(
+                    r["high"] / r["ratio"] - 1 < args.precision
+                    and 1 - r["low"] / r["ratio"] < args.precision
+                    for r in paired_ratios(times, resamples=400).values()
+                ):
+                    break
+        if "fx" in runners:
+            runtime_compiles += counter.count - before
+        if dynamo_graphs() != graphs_before:
+            for cell in entry["backends"].values():
+                cell.setdefault("error", "recompiled during the timed calls")
+        for backend, values in times.items():
+            entry["backends"][backend]["ms"] = median(values) * 1e3
+        entry["ratios"] = paired_ratios(times)
+        entry["samples"] = samples
+        summary = {
+            name: f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+            for name, r in entry["ratios"].items()
+        }
+        print(program.name, samples, json.dumps(summary), flush=True)
+    return results, runtime_compiles
+
+
+def dynamo_graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def paired_ratios(
+    times: dict[str, list[float]], resamples: int = 2000
+) -> dict[str, dict[str, Any]]:
+    """fx over python, fx over eager, python over eager (those measured)."""
+    pairs = {
+        "fx/python": ("fx", "python"),
+        "fx/eager": ("fx", "eager"),
+        "python/eager": ("python", "eager"),
+        "fx-graph/python": ("fx-graph", "python"),
+        "upstream-fx/python": ("upstream-fx", "python"),
+    }
+    result = {}
+    for name, (a, b) in pairs.items():
+        if a in times and b in times and times[a]:
+            ratios = [x / y for x, y in zip(times[a], times[b])]
+            result[name] = ratio_with_interval(ratios, resamples)
+    return result
+
+
+# The report.
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: int) -> str:
     import torch
     import triton
 
-    from inductor_fx_unbacked._programs import PROGRAMS
-
-    device_name = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor()
+    programs = selected_programs(args)
+    light = [p for p in programs if not p.name.startswith("H")]
+    heavy = [p for p in programs if p.name.startswith("H")]
+    backends = list(args.backends)
     lines = [
         "# Data-dependent programs: FX backend vs Inductor's Python wrapper",
         "",
-        f"- Date: {datetime.date.today().isoformat()}; device: {device_name} ({args.device})",
-        f"- torch {torch.__version__}, Triton {triton.__version__}, "
-        f"Python {platform.python_version()}",
-        f"- Inputs of {args.n} elements (P8: {args.n // 5}). Backends: `eager`; `python` "
-        "(Inductor's Python wrapper, default config); `upstream-fx` (upstream's FX backend, "
-        "overlay disabled, asserts off, `compile_threads=1`); `fx-graph` (this package, "
-        "default config, running `gm.forward`: the behaviour before the runner); `fx` "
-        "(this package, default config, lowered runner: the default).",
-        "- Cold: fresh process and cache dirs per (program, backend), first call including "
-        "compile, synchronized (s). New sizes: first call on the second input in that "
-        "process (ms), and Triton compiles during it. Steady: backends interleaved in rounds; "
-        f"each round the median of {args.calls} synchronized calls; median of the rounds "
-        f"(ms), spread = max/min of the rounds - 1.",
-        "",
-        "## Steady state (ms per call)",
-        "",
-        "| prog | " + " | ".join(BACKENDS) + " | fx / python | fx-graph / python |",
-        "|---" * (len(BACKENDS) + 3) + "|",
+        f"- Date: {datetime.date.today().isoformat()}; device: {device_name(args.device)} "
+        f"({args.device}); torch {torch.__version__}, Triton {triton.__version__}, "
+        f"Python {platform.python_version()}.",
+        f"- Inputs of {args.n} elements (P8: {args.n // 5}); heavy programs {args.heavy_n}.",
+        "- Backends: `eager`; `python` (Inductor's Python wrapper, default config); `fx` "
+        "(this package, default config, lowered runner)"
+        + ("; `fx-graph` (this package running `gm.forward`)" if "fx-graph" in backends else "")
+        + (
+            "; `upstream-fx` (upstream's FX backend, overlay disabled, asserts off, "
+            "`compile_threads=1`)"
+            if "upstream-fx" in backends
+            else ""
+        )
+        + ".",
+        "- Steady: backends interleaved call by call (order rotating), each call between two "
+        "device synchronisations; ms = median per backend; ratio = median of the paired "
+        "per-sample ratios, [95% bootstrap interval]; sampling stopped when every interval "
+        f"was within {args.precision:.0%} of its ratio, or at {args.max_samples} samples or "
+        f"{args.seconds} s per program.",
     ]
-    ratios, failures = [], 0
-    cold_backends = [b for b in COMPILED if any(b in row for row in cold.values())]
+    if args.device == "cpu":
+        lines += [
+            "",
+            "**On CPU the ratios mean nothing**: the FX backends run Triton kernels in Triton's "
+            "interpreter, the Python wrapper runs C++ kernels. Only a GPU run compares them.",
+        ]
+    failures = 0
 
-    def steady_cell(entry: dict | None) -> str:
+    def steady_table(selection: list[Any]) -> tuple[list[str], list[dict], list[dict]]:
         nonlocal failures
-        if not entry or "error" in entry:
-            failures += 1
-            return f"FAIL ({(entry or {}).get('error', 'missing')[:60]})"
-        failures += not entry["ok"]
-        flag = "" if entry["ok"] else " MISMATCH"
-        return f"{entry['steady_ms']:.3f} ±{entry['spread'] * 100:.0f}%{flag}"
+        table = [
+            "| prog | "
+            + " | ".join(f"{b} (ms)" for b in backends)
+            + " | fx / python | fx / eager | python / eager | samples |",
+            "|---" * (len(backends) + 5) + "|",
+        ]
+        over_python, over_eager = [], []
+        for program in selection:
+            entry = steady.get(program.name, {"backends": {}, "ratios": {}})
+            cells = []
+            for backend in backends:
+                cell = entry["backends"].get(backend, {"error": "not measured"})
+                if "error" in cell:
+                    failures += 1
+                    cells.append(f"FAIL ({cell['error'][:60]})")
+                    continue
+                failures += not cell["ok"]
+                flag = "" if cell["ok"] else " MISMATCH"
+                cells.append(f"{cell['ms']:.3f}{flag}" if "ms" in cell else f"n/a{flag}")
+            ratio_cells = []
+            for name, sink in (("fx/python", over_python), ("fx/eager", over_eager)):
+                r = entry["ratios"].get(name)
+                if r:
+                    sink.append(r)
+                ratio_cells.append(ratio_text(r))
+            ratio_cells.append(ratio_text(entry["ratios"].get("python/eager")))
+            table.append(
+                f"| {program.name} | "
+                + " | ".join(cells + ratio_cells)
+                + f" | {entry.get('samples', 0)} |"
+            )
+        return table, over_python, over_eager
 
-    for program in PROGRAMS:
-        row = steady.get(program.name, {})
-        cells = [steady_cell(row.get(b)) for b in BACKENDS]
-        py, fx, fxg = (row.get(b, {}).get("steady_ms") for b in ("python", "fx", "fx-graph"))
-        ratio = fx / py if fx and py else None
-        if ratio:
-            ratios.append(ratio)
-        graph_ratio = f"{fxg / py:.2f}x" if fxg and py else "n/a"
-        lines.append(
-            f"| {program.name} | " + " | ".join(cells) + f" | "
-            f"{f'{ratio:.2f}x' if ratio else 'n/a'} | {graph_ratio} |"
-        )
-    lines += [
-        "",
-        "## Cold (s) and new sizes (ms, Triton compiles)",
-        "",
-        "| prog | "
-        + " | ".join(f"{b} cold" for b in cold_backends)
-        + " | "
-        + " | ".join(f"{b} new sizes" for b in cold_backends)
-        + " |",
-        "|---" * (1 + 2 * len(cold_backends)) + "|",
-    ]
-    cold_ratios, new_ratios, runtime_compiles = [], [], 0
-    for program in PROGRAMS:
-        row = cold.get(program.name, {})
+    light_table, light_over_python, light_over_eager = steady_table(light)
+    lines += ["", "## Steady state", "", *light_table]
+    heavy_over_python: list[dict] = []
+    if heavy:
+        heavy_table, heavy_over_python, _ = steady_table(heavy)
+        lines += [
+            "",
+            "## Heavy programs, steady state",
+            "",
+            *(f"- {p.name}: `{p.source}`" for p in heavy),
+            "",
+            *heavy_table,
+        ]
+    elif args.device == "cpu":
+        lines += ["", "Heavy programs (H1-H5) run on GPUs only."]
 
-        def cold_cell(entry: dict | None) -> str:
-            nonlocal failures
-            if not entry or "error" in entry:
-                failures += 1
-                return f"FAIL ({(entry or {}).get('error', 'missing')[:60]})"
-            failures += not entry["ok"]
-            return f"{entry['cold_s']:.2f}" + ("" if entry["ok"] else " MISMATCH")
-
-        def new_cell(entry: dict | None) -> str:
-            if not entry or "error" in entry:
-                return "FAIL"
-            return f"{entry['new_sizes_ms']:.1f} ({entry['new_sizes_compiles']})"
-
-        lines.append(
-            f"| {program.name} | "
-            + " | ".join(cold_cell(row.get(b)) for b in cold_backends)
+    cold_ratios, new_ratios, cold_compiles = [], [], 0
+    if cold:
+        cold_backends = [b for b in COMPILED if any(b in row for row in cold.values())]
+        lines += [
+            "",
+            "## Cold (s) and new sizes (ms, Triton compiles)",
+            "",
+            "Cold: compile and first call, fresh process and cache dirs; both backends tune "
+            "their kernels on the first call. New sizes: the first call on the second input.",
+            "",
+            "| prog | "
+            + " | ".join(f"{b} cold" for b in cold_backends)
             + " | "
-            + " | ".join(new_cell(row.get(b)) for b in cold_backends)
-            + " |"
-        )
-        py, fx = row.get("python", {}), row.get("fx", {})
-        if "cold_s" in py and "cold_s" in fx:
-            cold_ratios.append(fx["cold_s"] / py["cold_s"])
-            new_ratios.append(fx["new_sizes_ms"] / py["new_sizes_ms"])
-            runtime_compiles += fx["new_sizes_compiles"]
+            + " | ".join(f"{b} new sizes" for b in cold_backends)
+            + " | fx / python cold |",
+            "|---" * (2 + 2 * len(cold_backends)) + "|",
+        ]
+        for program in programs:
+            row = cold.get(program.name)
+            if row is None:
+                continue
+
+            def cold_cell(entry: dict | None) -> str:
+                nonlocal failures
+                if not entry or "error" in entry:
+                    failures += 1
+                    return f"FAIL ({(entry or {}).get('error', 'not measured')[:60]})"
+                failures += not entry["ok"]
+                return f"{entry['cold_s']:.2f}" + ("" if entry["ok"] else " MISMATCH")
+
+            def new_cell(entry: dict | None) -> str:
+                if not entry or "error" in entry:
+                    return "FAIL"
+                return f"{entry['new_sizes_ms']:.2f} ({entry['new_sizes_compiles']})"
+
+            py, fx = row.get("python", {}), row.get("fx", {})
+            ratio = "n/a"
+            if "cold_s" in py and "cold_s" in fx:
+                cold_ratios.append(fx["cold_s"] / py["cold_s"])
+                new_ratios.append(fx["new_sizes_ms"] / py["new_sizes_ms"])
+                ratio = f"{cold_ratios[-1]:.2f}"
+            if "new_sizes_compiles" in fx:
+                cold_compiles += fx["new_sizes_compiles"]
+            lines.append(
+                f"| {program.name} | "
+                + " | ".join(cold_cell(row.get(b)) for b in cold_backends)
+                + " | "
+                + " | ".join(new_cell(row.get(b)) for b in cold_backends)
+                + f" | {ratio} |"
+            )
+    else:
+        lines += ["", "Cold and new sizes: not measured in this run (`--skip-cold`)."]
+
+    def geomean_line(name: str, entries: list[dict]) -> str:
+        value = geomean([e["ratio"] for e in entries])
+        bounds = geomean_interval(entries)
+        suffix = f"  (95% interval [{bounds[0]:.3f}, {bounds[1]:.3f}])" if bounds else ""
+        return f"{name}: {value:.3f}{suffix}"
+
+    def plain(name: str, values: list[float]) -> str:
+        return f"{name}: {geomean(values):.3f}" if values else f"{name}: not measured"
+
+    worst = max(light_over_python, key=lambda e: e["ratio"], default=None)
     lines += [
         "",
         f"{failures} failing or mismatching (program, backend) measurements.",
+        f"Triton compiles during the fx backend's timed calls: {steady_compiles}; "
+        f"during its first calls on new sizes: {cold_compiles if cold else 'not measured'}.",
         "",
-        f"geomean_steady_fx_over_python_wrapper: {geomean(ratios):.3f}",
-        f"max_steady_fx_over_python_wrapper: {max(ratios, default=float('nan')):.3f}",
-        f"geomean_cold_fx_over_python_wrapper: {geomean(cold_ratios):.3f}",
-        f"geomean_new_sizes_fx_over_python_wrapper: {geomean(new_ratios):.3f}",
-        f"runtime_triton_compiles: {runtime_compiles}",
+        geomean_line("geomean_steady_fx_over_python_wrapper", light_over_python),
+        "max_steady_fx_over_python_wrapper: "
+        + (
+            f"{worst['ratio']:.3f}  (95% interval [{worst['low']:.3f}, {worst['high']:.3f}])"
+            if worst
+            else "not measured"
+        ),
+        geomean_line("geomean_heavy_fx_over_python_wrapper", heavy_over_python)
+        if heavy_over_python
+        else "geomean_heavy_fx_over_python_wrapper: not measured",
+        plain("geomean_cold_fx_over_python_wrapper", cold_ratios),
+        plain("geomean_new_sizes_fx_over_python_wrapper", new_ratios),
+        geomean_line("geomean_steady_fx_over_eager", light_over_eager),
+        f"runtime_triton_compiles: {steady_compiles + cold_compiles}",
     ]
     return "\n".join(lines) + "\n"
 
 
+def ratio_text(r: dict | None) -> str:
+    return f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]" if r else "n/a"
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--spread", type=float, default=0.05)
-    parser.add_argument("--max-rounds", type=int, default=7)
-    parser.add_argument("--skip-cold", action="store_true", help="read cold results instead")
-    parser.add_argument("--cold-only", action="store_true")
-    parser.add_argument("--cold-json", default=None, help="cold results: written, or read")
-    parser.add_argument("--cold-backends", nargs="+", default=list(COMPILED), choices=COMPILED)
-    parser.add_argument("--programs", nargs="+", default=None, help="default: all ten")
-    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--cold-one", nargs=2, metavar=("PROGRAM", "BACKEND"))
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--n", type=int, default=1_000_000, help="input elements (P8: n/5)")
+    parser.add_argument(
+        "--heavy-n",
+        type=int,
+        default=HEAVY_N,
+        help="input elements of the heavy programs H1-H5 (GPU only; default 64M)",
+    )
+    parser.add_argument(
+        "--min-samples", type=int, default=300, help="steady-state samples at least"
+    )
+    parser.add_argument(
+        "--max-samples", type=int, default=5000, help="steady-state samples at most"
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=8.0,
+        help="steady-state sampling time per program at most (after --min-samples)",
+    )
+    parser.add_argument(
+        "--precision",
+        type=float,
+        default=0.01,
+        help="stop sampling when every 95%% interval is within this fraction of its ratio",
+    )
+    parser.add_argument(
+        "--skip-cold",
+        action="store_true",
+        help="no cold runs; with --cold-json, read their results from that file",
+    )
+    parser.add_argument(
+        "--cold-only", action="store_true", help="only the cold runs (write them with --cold-json)"
+    )
+    parser.add_argument(
+        "--cold-json",
+        default=None,
+        help="file for the cold results: written by a run with cold runs, read with --skip-cold",
+    )
+    parser.add_argument(
+        "--cold-backends",
+        nargs="+",
+        default=list(DEFAULT_COLD_BACKENDS),
+        choices=COMPILED,
+        help="compiled backends measured cold (default: python fx)",
+    )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=list(DEFAULT_BACKENDS),
+        choices=BACKENDS,
+        help="backends measured in steady state (default: eager python fx)",
+    )
+    parser.add_argument(
+        "--programs",
+        nargs="+",
+        default=None,
+        help="programs to run, e.g. P1 P5 H2 (default: P1-P8, and H1-H5 on GPUs)",
+    )
+    parser.add_argument("--out", default=None, help="write the markdown report to this file")
+    parser.add_argument(
+        "--cold-one",
+        nargs=2,
+        metavar=("PROGRAM", "BACKEND"),
+        help="internal: one cold measurement in this process, printed as JSON",
+    )
     args = parser.parse_args()
     if args.device is None:
         import torch
@@ -360,20 +615,21 @@ def main() -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
     if args.cold_one:
-        print(json.dumps(run_cold(*args.cold_one, args.device, args.n)))
+        name, backend = args.cold_one
+        print(json.dumps(run_cold(name, backend, args.device, args.n)))
         return 0
 
-    from inductor_fx_unbacked._programs import PROGRAMS
-
+    started = time.perf_counter()
+    programs = selected_programs(args)
     cold: dict[str, dict[str, Any]] = {}
     if not args.skip_cold:
-        for program in PROGRAMS:
-            if args.programs and program.name not in args.programs:
-                continue
+        for program in programs:
+            size = program_size(program.name, args.n, args.heavy_n)
             for backend in args.cold_backends:
-                entry = cold_in_fresh_process(program.name, backend, args.device, args.n)
+                entry = cold_in_fresh_process(program.name, backend, args.device, size)
                 cold.setdefault(program.name, {})[backend] = entry
             print(program.name, json.dumps(cold[program.name]), flush=True)
+        print(f"cold runs took {time.perf_counter() - started:.0f} s", flush=True)
         if args.cold_json:
             with open(args.cold_json, "w") as f:
                 json.dump(cold, f)
@@ -381,12 +637,13 @@ def main() -> int:
             return 0
     elif args.cold_json:
         with open(args.cold_json) as f:
-            cold = json.load(f)
-    steady = steady_state(
-        args.device, args.n, args.calls, args.spread, args.max_rounds, args.backends, args.programs
-    )
-    text = report(args, cold, steady)
+            cold = {name: row for name, row in json.load(f).items()}
+        selected = {p.name for p in programs}
+        cold = {name: row for name, row in cold.items() if name in selected}
+    steady, steady_compiles = steady_state(args, programs)
+    text = report(args, cold, steady, steady_compiles)
     print(text)
+    print(f"took {time.perf_counter() - started:.0f} s", flush=True)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

@@ -134,3 +134,128 @@ def synchronize(device: str) -> None:
     """Wait for the device, so that wall-clock times include the kernels."""
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+# Heavy programs: kernels large enough for the Triton config to matter. ``n`` is
+# the number of input elements (the benchmark uses 2**26 = 64M); each has two
+# inputs whose data-dependent sizes differ. Softmax and layer norm call
+# ``libdevice``, which Triton's interpreter lacks: those two run on GPUs only.
+
+
+def h1(x):
+    return (x[x > 0].sin() * 2).sum()
+
+
+def h2(x):
+    return torch.softmax(x[x[:, 0] > 0], dim=-1)
+
+
+def h3(x, weight, bias):
+    return torch.nn.functional.layer_norm(x[x[:, 0] > 0], weight.shape, weight, bias)
+
+
+def h4(x):
+    return x[x[:, 0] > 0].sum(dim=0)
+
+
+def h5(tokens, router, experts):
+    """Top-1 MoE: route, sort by expert, one matmul per expert, scatter back."""
+    choice = (tokens @ router).argmax(dim=-1)
+    order = torch.argsort(choice, stable=True)
+    # One count per expert (bincount's length would depend on the data).
+    expert_ids = torch.arange(experts.shape[0], device=tokens.device)
+    counts = (choice[None, :] == expert_ids[:, None]).sum(dim=1).tolist()
+    groups = torch.split(tokens[order], counts)
+    routed = torch.cat([group @ experts[i] for i, group in enumerate(groups)])
+    out = torch.zeros_like(tokens)
+    out[order] = routed
+    return out
+
+
+def generator(device, seed):
+    """A seeded generator on ``device``: large inputs are made where they are used."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def random_signed(shape, fraction, device, seed):
+    """Values of magnitude 0.1 to 1.1, each positive with probability ``fraction``."""
+    g = generator(device, seed)
+    x = torch.rand(shape, generator=g, device=device) + 0.1
+    flip = torch.rand(shape, generator=g, device=device) >= fraction
+    return torch.where(flip, -x, x)
+
+
+def heavy_signed(fractions):
+    return lambda d, n: [
+        (random_signed((n,), f, d, seed=100 + i),) for i, f in enumerate(fractions)
+    ]
+
+
+def rows_inputs(columns, fractions, extra=lambda d, c: ()):
+    """``n // columns`` rows; the given fractions of them have a positive first column."""
+
+    def inputs(device, n):
+        rows = max(n // columns, 8)
+        result = []
+        for seed, fraction in enumerate(fractions):
+            x = torch.randn(rows, columns, generator=generator(device, 200 + seed), device=device)
+            x[:, 0] = random_signed((rows,), fraction, device, seed=300 + seed)
+            result.append((x, *extra(device, columns)))
+        return result
+
+    return inputs
+
+
+def layer_norm_parameters(device, columns):
+    g = torch.Generator().manual_seed(7)
+    return (
+        torch.randn(columns, generator=g).to(device),
+        torch.randn(columns, generator=g).to(device),
+    )
+
+
+def h5_inputs(device, n):
+    hidden, experts = 64, 8
+    tokens = max(n // hidden, 64)
+    result = []
+    for seed in (0, 1):
+        g = generator(device, 400 + seed)
+        router = torch.randn(hidden, experts, generator=g, device=device)
+        router[:, 0] += seed  # the second input routes more tokens to expert 0
+        weights = torch.randn(experts, hidden, hidden, generator=g, device=device) / hidden**0.5
+        tokens_in = torch.randn(tokens, hidden, generator=g, device=device)
+        result.append((tokens_in, router, weights))
+    return result
+
+
+HEAVY_PROGRAMS = [
+    Program("H1", "(x[x > 0].sin() * 2).sum(), n elements", h1, heavy_signed([0.3, 0.7])),
+    Program(
+        "H2",
+        "softmax over the rows of x (n/1024 x 1024) whose first value is positive",
+        h2,
+        rows_inputs(1024, [0.3, 0.7]),
+    ),
+    Program(
+        "H3",
+        "layer_norm over the rows of x (n/2048 x 2048) whose first value is positive",
+        h3,
+        rows_inputs(2048, [0.3, 0.7], layer_norm_parameters),
+    ),
+    Program(
+        "H4",
+        "column sums over the rows of x (n/64 x 64) whose first value is positive",
+        h4,
+        rows_inputs(64, [0.3, 0.7]),
+    ),
+    Program(
+        "H5",
+        "top-1 MoE, n/64 tokens of 64, 8 experts: route, sort, split, matmuls, scatter",
+        h5,
+        h5_inputs,
+    ),
+]
+#: Heavy programs whose kernels Triton's interpreter can run (no libdevice).
+HEAVY_INTERPRETABLE = ("H1", "H4", "H5")
+
+BY_NAME.update({program.name: program for program in HEAVY_PROGRAMS})

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 from . import _overlay, caching
 from .caching import ArtifactIdentity
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
-from .runner import lower
+from .straightline import compile_lowered
 
 SUPPORTED_DEVICES = ("cuda", "cpu")
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def compile_graph_with(runner: str, gm: torch.fx.GraphModule) -> Callable[..., A
     """The callable that runs ``gm`` with ``runner`` (see ``fx_backend``)."""
     if runner == "graph":
         return gm.forward
-    return lower(gm).forward
+    return compile_lowered(gm)
 
 
 def record_graphs(graphs: list[torch.fx.GraphModule]) -> None:

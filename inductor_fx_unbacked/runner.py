@@ -26,6 +26,7 @@ inspectable like any other: ``lowered.code``.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ import torch
 from torch._C._dynamo import guards
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 
+log = logging.getLogger(__name__)
 aten = torch.ops.aten
 higher_order = torch.ops.higher_order
 
@@ -146,14 +148,16 @@ def _lower_triton_kernel(
         return
     extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
     values = {**call_kwargs, **extra}
-    args = tuple(values[name] for name in _launcher_arg_names(launcher))
+    arg_names = _launcher_arg_names(launcher)
+    args = tuple(values[name] for name in arg_names)
     device = tuner.triton_meta.get("device", 0)
     index = device if isinstance(device, int) else getattr(device, "index", None) or 0
     if index not in streams:
         # Launches run in graph order, so the first one's stream serves the rest.
         with graph.inserting_before(node):
             streams[index] = graph.call_function(_current_raw_stream, (index,))
-    _replace(node, _Launch(launcher, tuner.fn.__name__), (streams[index], *args))
+    candidates = _tuning_candidates(tuner, launcher, arg_names)
+    _replace(node, _Launch(tuner, candidates, tuner.fn.__name__), (streams[index], *args))
     node._rename(tuner.fn.__name__)
 
 
@@ -178,6 +182,18 @@ def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
     return None
 
 
+def _tuning_candidates(tuner: Any, chosen: Any, arg_names: Sequence[str]) -> tuple[Any, ...]:
+    """The launchers the first call chooses among: the graph's own first, then the
+    tuner's other precompiled configs of the same kernel (same parameters, other
+    block sizes, warps and stages)."""
+    others = [
+        launcher
+        for launcher in tuner.launchers
+        if launcher is not chosen and _launcher_arg_names(launcher) == list(arg_names)
+    ]
+    return (chosen, *others)
+
+
 def _launcher_arg_names(launcher: Any) -> list[str]:
     """The parameters of a launcher, ``launcher(<args>, stream)``: Triton's own
     launchers record them as ``def_args``; Inductor's static launcher does not."""
@@ -192,16 +208,55 @@ def _current_raw_stream(index: int) -> int:
 
 
 class _Launch:
-    """Calls a precompiled Inductor launcher: ``launcher(*args, stream=stream)``."""
+    """Calls a precompiled Inductor launcher: ``launcher(*args, stream=stream)``.
+
+    With one candidate it is the launcher of the config the graph chose. With
+    several (the kernel's precompiled configs, the graph's first), the first
+    call benchmarks each on that call's arguments with the autotuner's own
+    ``bench``, as the Python wrapper's ``CachingAutotuner.run`` does, and every
+    later call uses the fastest. The configs are one kernel with other block
+    sizes, so the values are the same up to the order of floating-point
+    reductions, as between the Python wrapper's configs. Nothing compiles: the
+    candidates are launchers of binaries compiled before the graph ran.
+    """
 
     __module__ = __name__
 
-    def __init__(self, launcher: Any, kernel_name: str) -> None:
-        self.launcher = launcher
+    def __init__(self, tuner: Any, candidates: Sequence[Any], kernel_name: str) -> None:
+        self.tuner = tuner
+        self.candidates = tuple(candidates)
+        #: The launcher every call uses; None until the first call has tuned.
+        self.launcher = self.candidates[0] if len(self.candidates) == 1 else None
+        self.timings: dict[Any, float] = {}
         self.__name__ = kernel_name
+        self._bindings: list[tuple[dict[str, Any], str]] = []
 
     def __call__(self, stream: int, *args: Any) -> None:
+        self.launch(*args, stream=stream)
+
+    def launch(self, *args: Any, stream: int) -> None:
+        if self.launcher is None:
+            self.launcher = self._tune(args)
         self.launcher(*args, stream=stream)
+
+    def entry_point(self) -> Callable[..., Any]:
+        """What generated code calls: the launcher, or ``launch`` until tuned."""
+        return self.launcher if self.launcher is not None else self.launch
+
+    def rebind_after_tuning(self, namespace: dict[str, Any], name: str) -> None:
+        """Once tuned, make ``namespace[name]`` the winning launcher itself."""
+        if self.launcher is None:
+            self._bindings.append((namespace, name))
+
+    def _tune(self, args: tuple[Any, ...]) -> Any:
+        self.timings = {launcher: self.tuner.bench(launcher, *args) for launcher in self.candidates}
+        # The graph's own config wins ties.
+        best = min(self.candidates, key=self.timings.__getitem__)
+        log.debug("%s: config %s of %s", self.__name__, best.config, self.timings)
+        for namespace, name in self._bindings:
+            namespace[name] = best
+        self._bindings.clear()
+        return best
 
     def __repr__(self) -> str:
         return f"launch({self.__name__})"

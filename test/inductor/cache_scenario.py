@@ -63,14 +63,14 @@ def compile_and_run(backend: str, device: str) -> dict[str, Any]:
         stack.enter_context(caches_on())
         if backend == "fx":
             import inductor_fx_unbacked as ifx
-            from inductor_fx_unbacked import api
+            from inductor_fx_unbacked import runner
 
             stack.enter_context(ifx.fx_backend(device))
             graphs = stack.enter_context(ifx.recording_graphs())
             # Which graphs the lowered runner received.
-            lower = api.lower
-            api.lower = lambda gm: lowered.append(gm) or lower(gm)
-            stack.callback(setattr, api, "lower", lower)
+            lower = runner.lower
+            runner.lower = lambda gm: lowered.append(gm) or lower(gm)
+            stack.callback(setattr, runner, "lower", lower)
         elif device == "cpu":
             from inductor_fx_unbacked.interpreter import interpreter_driver, require_interpreter
 

@@ -1,0 +1,380 @@
+"""Straight-line Python for a lowered FX wrapper graph: what the runner calls.
+
+:func:`inductor_fx_unbacked.runner.lower` turns the converter's graph into one
+whose nodes call what they stand for. Its ``forward`` is FX's own code for that
+graph, which still pays, on every call, for what the graph spells as operators:
+``aten.item.default`` (an operator dispatch, 20x ``Tensor.item``), the
+dependency tokens (``_make_dep_token`` allocates a tensor), one Python call per
+check, ``torch.as_strided`` and ``torch.empty_strided`` through the general
+argument parser, and duplicate checks (``u0 >= 0`` and ``0 <= u0``).
+
+:func:`compile_lowered` writes one Python function per graph (and per ``cond``
+branch) the way Inductor's Python wrapper writes ``call``:
+
+- checks are inlined: ``if not (u0 >= 0): <raise through the graph's operator>``;
+  the operator runs only on failure, so exceptions and messages are the graph's;
+- a check that repeats an earlier one (the same condition, after merging equal
+  symbolic expressions) is not run again: if the first passed, so does the
+  repeat; if it failed, it raised first. Tokens are not materialised when only
+  checks read them;
+- ``item`` is ``Tensor.item``, views and allocations use the Python wrapper's own
+  fast entry points (``_reinterpret_tensor``, ``_empty_strided_<device>``);
+- kernel launches call Inductor's launcher directly, bound as a global; a kernel
+  with several precompiled configs is tuned on its first call (see
+  ``runner._Launch``) and then rebound to the winner;
+- a ``cond`` is a Python conditional over the branches' own generated functions.
+
+The graph itself is never changed: every check stays an FX node of it. The
+generated text is kept as the function's ``source`` attribute.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._C._dynamo import guards
+from torch.fx.graph import magic_methods
+
+from . import runner
+from .ops import check_input_size_stride
+
+aten = torch.ops.aten
+
+_reinterpret_tensor = getattr(guards, "_reinterpret_tensor", None)
+_EMPTY_STRIDED = {
+    "cpu": getattr(guards, "_empty_strided_cpu", None),
+    "cuda": getattr(guards, "_empty_strided_cuda", None),
+}
+
+#: Pure targets whose equal calls may be merged (symbolic arithmetic only).
+_MERGEABLE = runner._PURE_TARGETS | {
+    getattr(operator, name) for name in magic_methods if hasattr(operator, name)
+}
+#: Operators on a tensor that are its methods (same values, no dispatch).
+_TENSOR_METHODS = {
+    aten.item.default: "item",
+    aten.sym_size.int: "size",
+    aten.sym_stride.int: "stride",
+    aten.sym_numel.default: "numel",
+    aten.sym_storage_offset.default: "storage_offset",
+}
+_SYMBOLIC_VALUES = (torch.SymInt, torch.SymBool, torch.SymFloat, int, bool, float)
+
+
+def compile_lowered(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """The callable the FX backend runs for ``gm``: straight-line Python."""
+    return generate(runner.lower(gm))
+
+
+def generate(lowered: torch.fx.GraphModule) -> Callable[..., Any]:
+    """One Python function computing what ``lowered.forward`` computes."""
+    return _FunctionWriter(lowered).function()
+
+
+def _fail_scalar(condition: Any, message: str) -> None:
+    """Raise what the graph's ``_functional_assert_scalar`` raises."""
+    aten._functional_assert_scalar.default(condition, message, aten._make_dep_token.default())
+    raise AssertionError(f"{message} failed, but the graph's check did not raise")
+
+
+class _FunctionWriter:
+    """Writes one graph as a function. Globals get names ``ifx_<n>``."""
+
+    def __init__(self, module: torch.fx.GraphModule) -> None:
+        self.module = module
+        self.graph = module.graph
+        self.namespace: dict[str, Any] = {"__builtins__": __builtins__}
+        self.global_names: dict[int, str] = {}
+        self.lines: list[str] = []
+        self.names: dict[torch.fx.Node, str] = {}
+        self.node_names = {node.name for node in self.graph.nodes}
+        self.device_checks: dict[int, str] = {}
+        #: Local variables assigned so far (parameters included).
+        self.defined: set[str] = set()
+
+    # Globals.
+
+    def global_(self, value: Any, hint: str = "g") -> str:
+        key = id(value)
+        if key not in self.global_names:
+            hint = "".join(c if c.isalnum() else "_" for c in hint)
+            name = f"ifx_{hint}_{len(self.global_names)}"
+            assert name not in self.node_names, name
+            self.global_names[key] = name
+            self.namespace[name] = value
+        return self.global_names[key]
+
+    # Arguments.
+
+    def arg(self, value: Any, as_tuple: bool = False) -> str:
+        if isinstance(value, torch.fx.Node):
+            return self.names[value]
+        if isinstance(value, (list, tuple)):
+            items = [self.arg(item) for item in value]
+            if isinstance(value, list) and not as_tuple:
+                return "[" + ", ".join(items) + "]"
+            return "(" + "".join(item + ", " for item in items) + ")"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in value.items()) + "}"
+        if value is None or isinstance(value, (bool, str)):
+            return repr(value)
+        if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+            # Parenthesised when negative: ``(-2) ** x`` is not ``-2 ** x``.
+            return repr(value) if value >= 0 else f"({value!r})"
+        return self.global_(value, "c")
+
+    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        parts = [self.arg(a) for a in args]
+        parts += [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
+        hint = getattr(target, "__name__", None) or type(target).__name__
+        return f"{self.global_(target, hint)}({', '.join(parts)})"
+
+    # The walk.
+
+    def function(self) -> Callable[..., Any]:
+        self.merge_equal_expressions()
+        params = []
+        checked: set[torch.fx.Node] = set()
+        tokens_materialised = self.tokens_read_by_non_checks()
+        last_use = self.last_uses()
+        for node in self.graph.nodes:
+            self.names[node] = node.name
+            if node.op == "placeholder":
+                params.append(node.name)
+                self.defined.add(node.name)
+            elif node.op == "get_attr":
+                value = self.module
+                for atom in node.target.split("."):
+                    value = getattr(value, atom)
+                self.emit(f"{node.name} = {self.global_(value, 'attr')}")
+                self.defined.add(node.name)
+            elif node.op == "output":
+                self.emit(f"return {self.arg(node.args[0])}")
+            elif node.op == "call_function":
+                self.call_function(node, checked, tokens_materialised)
+            else:
+                raise NotImplementedError(f"lowered graphs have no {node.op} nodes: {node}")
+            # Free tensors after their last use, as FX's code and the Python
+            # wrapper do, so that the allocator can reuse their memory.
+            dead = [n.name for n in last_use.get(node, ()) if n.name in self.defined]
+            if dead and node.op != "output":
+                self.emit(" = ".join(dead) + " = None")
+        name = "lowered_forward"
+        head = [f"def {name}({', '.join(params)}):"]
+        if self.device_checks:
+            # The fast allocators take the current device; elsewhere, run the
+            # lowered graph as it is.
+            slow = self.global_(self.module.forward, "graph")
+            for index, check in self.device_checks.items():
+                head.append(f"    if {check}() != {index}:")
+                head.append(f"        return {slow}({', '.join(params)})")
+        source = "\n".join(head + self.lines) + "\n"
+        exec(
+            compile(source, f"<inductor_fx_unbacked lowered {id(self.module):x}>", "exec"),
+            self.namespace,
+        )
+        function = self.namespace[name]
+        function.source = source
+        function.lowered = self.module
+        return function
+
+    def last_uses(self) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+        """The tensors (by their defining node) whose last reader each node is."""
+        last: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node in self.graph.nodes:
+            for used in node.all_input_nodes:
+                last[self.alias.get(used, used)] = node
+        freed: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        for used, node in last.items():
+            if not isinstance(used.meta.get("val"), _SYMBOLIC_VALUES):
+                freed.setdefault(node, []).append(used)
+        return freed
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def merge_equal_expressions(self) -> None:
+        """Give equal symbolic expressions one node (in this copy's own walk)."""
+        self.alias: dict[torch.fx.Node, torch.fx.Node] = {}
+        seen: dict[Any, torch.fx.Node] = {}
+        for node in self.graph.nodes:
+            if node.op != "call_function" or node.kwargs or node.target not in _MERGEABLE:
+                continue
+            if not isinstance(node.meta.get("val"), _SYMBOLIC_VALUES):
+                continue
+            key = (node.target, self.key(node.args))
+            try:
+                earlier = seen.setdefault(key, node)
+            except TypeError:  # an unhashable constant (a slice before 3.12)
+                continue
+            if earlier is not node:
+                self.alias[node] = earlier
+
+    def key(self, value: Any) -> Any:
+        if isinstance(value, torch.fx.Node):
+            return ("node", self.alias.get(value, value))
+        if isinstance(value, (list, tuple)):
+            return (type(value).__name__, tuple(self.key(v) for v in value))
+        return (type(value).__name__, value)
+
+    def tokens_read_by_non_checks(self) -> bool:
+        token_nodes = [
+            node
+            for node in self.graph.nodes
+            if node.op == "call_function"
+            and (node.target in _CHECK_EMITTERS or node.target is aten._make_dep_token.default)
+        ]
+        return any(
+            user.op != "call_function" or user.target not in _CHECK_EMITTERS
+            for node in token_nodes
+            for user in node.users
+        )
+
+    def call_function(
+        self, node: torch.fx.Node, checked: set[torch.fx.Node], tokens_materialised: bool
+    ) -> None:
+        target, args = node.target, node.args
+        if node in self.alias:
+            self.names[node] = self.names[self.alias[node]]
+            return
+        if not tokens_materialised:
+            if target is aten._make_dep_token.default:
+                return
+            emitter = _CHECK_EMITTERS.get(target)
+            if emitter is not None:
+                condition = args[0]
+                if target is runner.assert_scalar and isinstance(condition, torch.fx.Node):
+                    condition = self.alias.get(condition, condition)
+                    if condition in checked:
+                        return
+                    checked.add(condition)
+                emitter(self, node)
+                return
+        expression = self.expression(node)
+        self.emit(f"{node.name} = {expression}")
+        self.defined.add(node.name)
+
+    def expression(self, node: torch.fx.Node) -> str:
+        target, args, kwargs = node.target, node.args, node.kwargs
+        method = _TENSOR_METHODS.get(target)
+        if method is not None and not kwargs:
+            tensor, *rest = (self.arg(a) for a in args)
+            return f"{tensor}.{method}({', '.join(rest)})"
+        if (
+            target is torch.sym_sum
+            and not kwargs
+            and isinstance(node.meta.get("val"), (torch.SymInt, int))
+        ):
+            (terms,) = args
+            return "(" + " + ".join(["0", *(self.arg(t) for t in terms)]) + ")"
+        if (
+            target is torch.as_strided
+            and _reinterpret_tensor is not None
+            and not kwargs
+            and len(args) in (3, 4)
+        ):
+            rest = [self.arg(args[1], as_tuple=True), self.arg(args[2], as_tuple=True)]
+            rest += [self.arg(a) for a in args[3:]]
+            view = self.global_(_reinterpret_tensor, "view")
+            return f"{view}({self.arg(args[0])}, {', '.join(rest)})"
+        if target is torch.empty_strided:
+            fast = self.fast_empty_strided(args, kwargs)
+            if fast is not None:
+                return fast
+        if isinstance(target, runner._Launch):
+            stream, *launch_args = args
+            launcher = self.global_(target.entry_point(), target.__name__)
+            # After tuning on its first call, the winner is called directly.
+            target.rebind_after_tuning(self.namespace, launcher)
+            parts = ", ".join(self.arg(a) for a in launch_args)
+            return f"{launcher}({parts}{', ' if parts else ''}stream={self.arg(stream)})"
+        if target is runner._current_raw_stream:
+            return self.call(torch._C._cuda_getCurrentRawStream, args, kwargs)
+        if isinstance(target, runner._Branch):
+            selector, *operands = args
+            branches = [self.branch(fn) for fn in target.branches]
+            operand_text = ", ".join(self.arg(a) for a in operands)
+            if target.__name__ == "cond":
+                false_fn, true_fn = branches
+                return f"({true_fn} if {self.arg(selector)} else {false_fn})({operand_text})"
+            table = self.global_(tuple(self.namespace[b] for b in branches), "switch")
+            return f"{table}[int({self.arg(selector)})]({operand_text})"
+        if getattr(target, "__module__", None) in ("_operator", "operator") and not kwargs:
+            pattern = magic_methods.get(target.__name__)
+            if pattern is not None and pattern.count("{}") == len(args):
+                return pattern.format(*(self.arg(a) for a in args))
+        return self.call(target, args, kwargs)
+
+    def fast_empty_strided(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        if len(args) != 2 or set(kwargs) - {"dtype", "device"} or "dtype" not in kwargs:
+            return None
+        device = torch.device(kwargs.get("device", "cpu"))
+        allocate = _EMPTY_STRIDED.get(device.type)
+        if allocate is None or not isinstance(kwargs["dtype"], torch.dtype):
+            return None
+        if device.type == "cuda" and device.index is not None:
+            self.device_checks[device.index] = self.global_(torch.cuda.current_device, "device")
+        size, stride = (self.arg(a, as_tuple=True) for a in args)
+        return f"{self.global_(allocate, 'empty')}({size}, {stride}, {self.arg(kwargs['dtype'])})"
+
+    def branch(self, fn: Callable[..., Any]) -> str:
+        module = getattr(fn, "__self__", None)
+        if isinstance(module, torch.fx.GraphModule) and fn.__name__ == "forward":
+            fn = generate(module)
+        return self.global_(fn, "branch")
+
+
+# Checks, inlined. Each runs the cheap test in place and calls the runner's own
+# check (the graph's operator, or the function the runner calls) only when it
+# could fail.
+
+
+def _emit_assert_scalar(writer: _FunctionWriter, node: torch.fx.Node) -> None:
+    condition, message, _token = node.args
+    text = writer.arg(condition)
+    writer.emit(f"if not {text}:")
+    writer.emit(f"    {writer.global_(_fail_scalar, 'fail')}({text}, {message!r})")
+
+
+def _emit_assert_input_size_stride(writer: _FunctionWriter, node: torch.fx.Node) -> None:
+    tensor, size, stride, name, _token = node.args
+    tensor, size, stride = writer.arg(tensor), writer.arg(size, True), writer.arg(stride, True)
+    # Equal sizes and strides always pass; anything else gets the full check,
+    # which accepts other strides of size-1 dimensions and raises otherwise.
+    writer.emit(f"if {tensor}.size() != {size} or {tensor}.stride() != {stride}:")
+    check = writer.global_(check_input_size_stride, "check")
+    writer.emit(f"    {check}({tensor}, {size}, {stride}, {name!r})")
+
+
+def _emit_assert_size_stride(writer: _FunctionWriter, node: torch.fx.Node) -> None:
+    tensor, size, stride, op_name, _token = node.args
+    check = writer.global_(guards.assert_size_stride, "check")
+    writer.emit(
+        f"{check}({writer.arg(tensor)}, {writer.arg(size, True)}, "
+        f"{writer.arg(stride, True)}, {op_name!r})"
+    )
+
+
+def _emit_assert_alignment(writer: _FunctionWriter, node: torch.fx.Node) -> None:
+    tensor, alignment, op_name, _token = node.args
+    check = writer.global_(guards.assert_alignment, "check")
+    writer.emit(f"{check}({writer.arg(tensor)}, {writer.arg(alignment)}, {op_name!r})")
+
+
+def _emit_generic_check(writer: _FunctionWriter, node: torch.fx.Node) -> None:
+    """Other checks: the runner's own function, token passed as None."""
+    *args, _token = node.args
+    writer.emit(writer.call(node.target, (*args, None), node.kwargs))
+
+
+_CHECK_EMITTERS: dict[Any, Callable[[_FunctionWriter, torch.fx.Node], None]] = {
+    runner.assert_scalar: _emit_assert_scalar,
+    runner.assert_input_size_stride: _emit_assert_input_size_stride,
+    runner.assert_size_stride: _emit_assert_size_stride,
+    runner.assert_alignment: _emit_assert_alignment,
+    runner.assert_tensor_metadata: _emit_generic_check,
+}
