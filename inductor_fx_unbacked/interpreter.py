@@ -30,6 +30,7 @@ import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
 from torch._inductor.codegen.wrapper_fxir import FxConverter
 
+from . import _compat
 from .codegen.wrapper_fxir import import_kernel_definition, register_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
@@ -128,7 +129,7 @@ def interpreter_driver() -> Iterator[None]:
     """Make the interpreter driver Triton's active driver, and restore the previous one."""
     from triton.runtime.driver import driver
 
-    previous = driver._active
+    previous = _compat.active_triton_driver()
     driver.set_active(_make_driver())
     try:
         with warnings.catch_warnings():
@@ -137,7 +138,7 @@ def interpreter_driver() -> Iterator[None]:
             warnings.filterwarnings("ignore", "Could not find an active CPU backend")
             yield
     finally:
-        driver._active = previous
+        _compat.restore_triton_driver(previous)
 
 
 @dataclasses.dataclass(frozen=True)
