@@ -63,6 +63,8 @@ INSTANCES = {
 def test_entry_resolves_on_the_installed_release(entry):
     if not checked_here(entry):
         pytest.skip("resolvable in CUDA builds of torch only")
+    if entry.on == "worker":
+        pytest.skip("set only on autotuners that a compile worker sends back")
     if entry.on == "instance":
         entry.resolve(INSTANCES[entry.owner]())
     else:
@@ -72,7 +74,7 @@ def test_entry_resolves_on_the_installed_release(entry):
 def test_every_entry_names_the_releases_it_was_checked_on():
     for entry in _compat.PRIVATE_NAMES:
         assert re.search(r"\d+\.\d+", entry.checked_on), entry
-        assert entry.on in ("class", "instance", "cuda"), entry
+        assert entry.on in ("class", "instance", "cuda", "worker"), entry
         if entry.on == "instance":
             assert entry.owner in INSTANCES, f"no instance to check {entry} on"
 
