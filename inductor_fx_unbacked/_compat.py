@@ -7,11 +7,14 @@ package asks which torch it runs on.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
 from typing import Any
 
+import torch
 from torch._higher_order_ops import triton_kernel_wrap
-from torch._inductor import config
+from torch._inductor import config, ir
 from torch._inductor import custom_graph_pass as _custom_graph_pass
 from torch._inductor.codegen import wrapper as _wrapper
 from torch._inductor.sizevars import SizeVarAllocator
@@ -26,7 +29,7 @@ def ensure_kernel_loaded(tuner: Any) -> None:
     ``CachingAutotuner._ensure_kernel_loaded``; 2.10 to 2.12 have only the
     stashed ``_reload_kernel`` callback.
     """
-    if hasattr(tuner, "_ensure_kernel_loaded"):
+    if hasattr(type(tuner), "_ensure_kernel_loaded"):
         tuner._ensure_kernel_loaded()
     elif getattr(tuner.fn, "fn", True) is None:
         tuner.fn = tuner._reload_kernel().fn
@@ -54,6 +57,20 @@ def is_alignment_assert(line: Any) -> bool:
     if _AssertAlignmentLine is not None and isinstance(line, _AssertAlignmentLine):
         return True
     return isinstance(line, str) and line.startswith("assert_alignment(")
+
+
+# The buffer a size check reads. Torch 2.15 asks ``ExternKernel.get_assert_name()``
+# (the mutated input of an in-place view op, under the C++ wrapper); 2.10 to 2.14
+# check ``get_name()``.
+if hasattr(ir.ExternKernel, "get_assert_name"):
+
+    def assert_name(node: Any) -> str:
+        return node.get_assert_name()
+
+else:
+
+    def assert_name(node: Any) -> str:
+        return node.get_name()
 
 
 # Scalar range checks. Torch 2.15 drops range bounds such as ``u0 >= 0`` under
@@ -114,3 +131,151 @@ node_metadata_hook = _metadata_hook._node_metadata_hook
 
 def graph_pickler_options() -> Any:
     return _graph_pickler.Options(ops_filter=None)
+# Private upstream names. Every private attribute of torch or Triton that the
+# package reads, calls, overrides or wraps is listed here, with the releases it
+# was checked on; ``test/test_compat.py`` resolves each entry on the installed
+# releases and fails on the first that is gone, and it fails too when the package
+# uses a private upstream name that is not listed. Names used in more than one
+# place, or in an expression worth naming, also get an accessor below, so that a
+# rename is fixed in one place.
+
+#: The releases each entry was checked on: read in the 2.10 and 2.15 sources, run on
+#: 2.13, and used by code that passes the test matrix on every release.
+ALL_RELEASES = "2.10 2.11 2.12 2.13 2.14 2.15"
+
+
+@dataclasses.dataclass(frozen=True)
+class Private:
+    """A private upstream attribute: ``owner`` is ``module:qualname`` (or a module).
+
+    ``on`` says where it lives: ``"class"`` (resolvable on the owner itself),
+    ``"instance"`` (set by the owner's ``__init__``; the test builds an instance),
+    ``"cuda"`` (on the owner, in CUDA builds of torch only) or ``"worker"`` (set
+    only on autotuners that a compile worker sends back; read in the sources).
+    """
+
+    owner: str
+    name: str
+    checked_on: str = ALL_RELEASES
+    on: str = "class"
+
+    def resolve(self, target: Any = None) -> Any:
+        """The attribute, on ``target`` (default: the owner); AttributeError if gone."""
+        return getattr(self.owner_object() if target is None else target, self.name)
+
+    def owner_object(self) -> Any:
+        module_name, _, qualname = self.owner.partition(":")
+        value: Any = importlib.import_module(module_name)
+        for part in qualname.split(".") if qualname else ():
+            value = getattr(value, part)
+        return value
+
+
+_FX_CONVERTER = "torch._inductor.codegen.wrapper_fxir:FxConverter"
+_AUTOTUNER = "torch._inductor.runtime.triton_heuristics:CachingAutotuner"
+
+PRIVATE_NAMES: tuple[Private, ...] = (
+    # FX graphs.
+    Private("torch.fx:Graph", "_root", on="instance"),
+    Private("torch.fx:Node", "_rename"),
+    # Inductor's wrapper codegen: methods the overlay calls, overrides or wraps.
+    Private("torch._inductor.codegen.wrapper:PythonWrapperCodegen", "_format_kernel_definition"),
+    Private(
+        "torch._inductor.codegen.wrapper:PythonWrapperCodegen",
+        "_codegen_unbacked_symbol_defs_for_outputs",
+    ),
+    Private("torch._inductor.codegen.wrapper_fxir:WrapperFxCodegen", "_generate"),
+    *(
+        Private(_FX_CONVERTER, name)
+        for name in (
+            "_import_kernel",
+            "_generate_sym_node",
+            "_generate_sym_nodes",
+            "_generate_buffer",
+            "_get_buffer",
+            "_generate_size_proxy",
+            "_record_allocation",
+            "_sympy_interp",
+            "_get_subgm_attr",
+            "_generate_unbacked_symbol_defs",
+            "_generate_dynamic_scalar",
+            "_generate_kernel_definition",
+            "_generate_triton_call",
+            "_generate_extern_kernel_common",
+            "_generate_fallback_call",
+            "_generate_multi_output",
+            "_generate_graph_inputs",
+            "_generate_graph_input_shapes",
+        )
+    ),
+    # Inductor's Triton autotuner.
+    Private(_AUTOTUNER, "compile_results", on="instance"),
+    Private(_AUTOTUNER, "launchers", on="instance"),
+    Private(_AUTOTUNER, "_make_launchers"),
+    Private(_AUTOTUNER, "_ensure_kernel_loaded", checked_on="2.13 2.14 2.15"),
+    Private(_AUTOTUNER, "_reload_kernel", checked_on="2.10 2.11 2.12", on="worker"),
+    Private("torch._inductor.runtime.triton_heuristics:GridExpr", "eval_slow"),
+    # Operators and bindings.
+    Private("torch.ops:aten", "_assert_scalar"),
+    Private("torch.ops:aten", "_functional_assert_scalar"),
+    Private("torch.ops:aten", "_make_dep_token"),
+    Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
+    # Triton.
+    Private("triton.runtime.driver:driver", "_active", checked_on="Triton 3.6 3.7 3.8 3.9"),
+)
+
+
+def graph_root(graph: torch.fx.Graph) -> torch.fx.Node:
+    """The sentinel node that closes ``graph``'s node list (``Graph._root``)."""
+    return graph._root
+
+
+def rename_node(node: torch.fx.Node, name: str) -> None:
+    """Rename ``node``, keeping names unique in its graph (``Node._rename``)."""
+    node._rename(name)
+
+
+def eval_grid(inductor_meta: dict[str, Any], config: Any, values: dict[str, Any]) -> Any:
+    """A kernel's launch grid for ``config`` and argument ``values``, as expressions."""
+    from torch._inductor.runtime.triton_heuristics import GridExpr
+
+    return GridExpr.from_meta(inductor_meta, config).eval_slow(values)
+
+
+def format_kernel_definition(name: str, body: str, metadata: Any) -> str:
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    return PythonWrapperCodegen._format_kernel_definition(name, body, metadata=metadata)
+
+
+def import_kernel(converter: Any, code: str, name: str) -> Any:
+    return converter._import_kernel(code, name)
+
+
+def compile_results(tuner: Any) -> list[Any]:
+    """The compile results of an autotuner, the winner first once tuning ran."""
+    return getattr(tuner, "compile_results", None) or []
+
+
+def launchers(tuner: Any) -> list[Any]:
+    """An autotuner's launchers, made from its compile results when there are none yet."""
+    if not tuner.launchers:
+        tuner._make_launchers()
+    return tuner.launchers
+
+
+def active_triton_driver() -> Any:
+    """Triton's active driver object, or None where none is set yet."""
+    from triton.runtime.driver import driver
+
+    return driver._active
+
+
+def restore_triton_driver(previous: Any) -> None:
+    from triton.runtime.driver import driver
+
+    driver._active = previous
+
+
+def current_raw_stream(index: int) -> int:
+    return torch._C._cuda_getCurrentRawStream(index)

@@ -66,6 +66,7 @@ def patches() -> list[Patch]:
     removed again by ``disable()``.
     """
     from torch._inductor import ir
+    from torch._inductor.codegen.multi_kernel import MultiKernel
     from torch._inductor.codegen.triton import TritonKernel
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
@@ -99,6 +100,7 @@ def patches() -> list[Patch]:
         (ir.ExternKernel, w.codegen_size_asserts, None, True),
         (ir.ExternKernel, w.codegen_alignment_asserts, None, True),
         (TritonKernel, w.codegen_nan_check, None, True),
+        (MultiKernel, w.codegen_multi_kernel_nan_check, "codegen_nan_check", True),
         (FxConverter, fx._generate_scalar_assert),
         (FxConverter, fx._generate_size_stride_assert),
         (FxConverter, fx._generate_alignment_assert),

@@ -29,6 +29,7 @@ import numpy
 import torch
 from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
+from . import _compat
 from .codegen.wrapper_fxir import kernel_source_of, load_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
@@ -127,7 +128,7 @@ def interpreter_driver() -> Iterator[None]:
     """Make the interpreter driver Triton's active driver, and restore the previous one."""
     from triton.runtime.driver import driver
 
-    previous = driver._active
+    previous = _compat.active_triton_driver()
     driver.set_active(_make_driver())
     try:
         with warnings.catch_warnings():
@@ -136,7 +137,7 @@ def interpreter_driver() -> Iterator[None]:
             warnings.filterwarnings("ignore", "Could not find an active CPU backend")
             yield
     finally:
-        driver._active = previous
+        _compat.restore_triton_driver(previous)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,6 +34,8 @@ import torch
 from torch._C._dynamo import guards
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 
+from . import _compat
+
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 higher_order = torch.ops.higher_order
@@ -58,7 +60,9 @@ def lower(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """A ``GraphModule`` that computes what ``gm`` computes, with direct calls.
 
     ``gm`` is not modified. Subgraphs (``cond`` branches, ``while_loop`` bodies)
-    are lowered too.
+    are lowered too. The lowered module reads the constants of ``gm`` (its
+    ``get_attr`` targets, e.g. the parameters that ``config.freezing`` folds in)
+    as the identical objects.
     """
     graph = torch.fx.Graph()
     output = graph.graph_copy(gm.graph, {})
@@ -89,7 +93,9 @@ def lower(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             node.target = _CHECKS[node.target]
     _eliminate_dead_code(graph)
     graph.lint()
-    return torch.fx.GraphModule(torch.nn.Module(), graph, class_name="LoweredFxWrapperGraph")
+    # ``gm`` as the root: FX copies over exactly the attributes that the remaining
+    # get_attr nodes name (subgraphs are gone, replaced by their lowered copies).
+    return torch.fx.GraphModule(gm, graph, class_name="LoweredFxWrapperGraph")
 
 
 def _replace(node: torch.fx.Node, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -144,7 +150,7 @@ def _lower_triton_kernel(
         names = list(call_kwargs)
         launch = _InterpretedLaunch(kernel_side_table.get_kernel(kernel_idx), names)
         _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
-        node._rename(launch.__name__)
+        _compat.rename_node(node, launch.__name__)
         return
     extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
     values = {**call_kwargs, **extra}
@@ -158,7 +164,7 @@ def _lower_triton_kernel(
             streams[index] = graph.call_function(_current_raw_stream, (index,))
     candidates = _tuning_candidates(tuner, launcher, arg_names)
     _replace(node, _Launch(tuner, candidates, tuner.fn.__name__), (streams[index], *args))
-    node._rename(tuner.fn.__name__)
+    _compat.rename_node(node, tuner.fn.__name__)
 
 
 def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
@@ -167,16 +173,14 @@ def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
     The graph runs ``compile_results[0]``'s config (the winner, if tuning ran at
     compile time); launchers are made from the compile results in order.
     """
-    results = getattr(tuner, "compile_results", None)
+    results = _compat.compile_results(tuner)
     if not results or not all(hasattr(result, "make_launcher") for result in results):
         return None  # Triton's interpreter compiles nothing
-    if not tuner.launchers:
-        # Kernels imported by FX conversion are compiled, but their binaries
-        # are not loaded until a launcher is made, as the Python wrapper's
-        # ``async_compile.wait`` does.
-        tuner._make_launchers()
-    config = tuner.compile_results[0].config
-    for launcher in tuner.launchers:
+    # Kernels imported by FX conversion are compiled, but their binaries are not
+    # loaded until a launcher is made, as the Python wrapper's
+    # ``async_compile.wait`` does.
+    config = results[0].config
+    for launcher in _compat.launchers(tuner):
         if launcher.config is config or launcher.config.kwargs == config.kwargs:
             return launcher
     return None
@@ -204,7 +208,7 @@ def _launcher_arg_names(launcher: Any) -> list[str]:
 
 
 def _current_raw_stream(index: int) -> int:
-    return torch._C._cuda_getCurrentRawStream(index)
+    return _compat.current_raw_stream(index)
 
 
 class _Launch:

@@ -72,7 +72,9 @@ def test_only_declared_extra_launcher_args_are_appended():
 
 
 def test_positional_value_landing_on_a_config_kwarg_asserts():
-    with pytest.raises(AssertionError, match=r"value 1024 would land on a config kwarg"):
+    with pytest.raises(
+        AssertionError, match=r"value 1024 would land on a constexpr or config kwarg"
+    ):
         reconcile_triton_call_args(
             signature=["in_ptr0", "xnumel", "XBLOCK"],
             constants={},
@@ -109,3 +111,95 @@ def test_every_parameter_gets_its_own_value_or_its_constant(n_params, n_config, 
     assert list(reconciled.kernel_kwargs) == params
     for p in params:
         assert reconciled.kernel_kwargs[p] == constants.get(p, ("arg", p))
+
+
+def test_user_kernel_constexpr_before_a_runtime_argument():
+    # Inductor drops a user kernel's tl.constexpr parameters from the call args,
+    # wherever they stand; the value comes from triton_meta's constants.
+    reconciled = reconcile_triton_call_args(
+        signature=["x_ptr", "BLOCK", "n"],
+        constants={"BLOCK": 64},
+        call_args=["arg0", 10],
+        config_kwargs={},
+        constexprs=["BLOCK"],
+    )
+    assert reconciled.kernel_kwargs == {"x_ptr": "arg0", "BLOCK": 64, "n": 10}
+
+
+def test_user_kernel_constexpr_without_a_value_is_left_to_its_default():
+    reconciled = reconcile_triton_call_args(
+        signature=["x_ptr", "BLOCK", "n", "SCALE"],
+        constants={"BLOCK": 64},
+        call_args=["arg0", 10],
+        config_kwargs={},
+        constexprs=["BLOCK", "SCALE"],
+    )
+    assert reconciled.kernel_kwargs == {"x_ptr": "arg0", "BLOCK": 64, "n": 10}
+
+
+def test_user_kernel_equal_to_one_argument_is_passed_and_constant():
+    # An int argument equal to 1 is specialized: passed and in the constants.
+    reconciled = reconcile_triton_call_args(
+        signature=["x_ptr", "BLOCK", "stride", "n"],
+        constants={"BLOCK": 64, "stride": 1},
+        call_args=["arg0", 1, 10],
+        config_kwargs={},
+        constexprs=["BLOCK"],
+    )
+    assert reconciled.kernel_kwargs == {"x_ptr": "arg0", "BLOCK": 64, "stride": 1, "n": 10}
+
+
+def test_value_landing_on_a_constexpr_asserts():
+    with pytest.raises(
+        AssertionError, match=r"3 positional call args for 2 non-constexpr parameters"
+    ):
+        reconcile_triton_call_args(
+            signature=["x_ptr", "BLOCK", "n"],
+            constants={"BLOCK": 64},
+            call_args=["arg0", 64, 10],
+            config_kwargs={},
+            constexprs=["BLOCK"],
+        )
+
+
+def test_declared_constexprs_of_jit_and_interpreted_kernels():
+    import triton
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from inductor_fx_unbacked.codegen.wrapper_fxir import declared_constexprs
+
+    def kernel(x_ptr, BLOCK: tl.constexpr, n, SCALE: "tl.constexpr" = 2):
+        pass
+
+    assert declared_constexprs(triton.runtime.jit.JITFunction(kernel)) == ["BLOCK", "SCALE"]
+    assert declared_constexprs(InterpretedFunction(kernel)) == ["BLOCK", "SCALE"]
+
+
+@given(
+    kinds=st.lists(st.sampled_from(["runtime", "constexpr", "config", "one"]), max_size=8),
+    with_extra=st.booleans(),
+)
+def test_constexprs_anywhere_in_the_signature(kinds, with_extra):
+    # Build a signature with parameters of every kind, in any order, and the call
+    # args that Inductor passes for it: one per runtime or equal-to-1 parameter.
+    signature = [f"{kind}{i}" for i, kind in enumerate(kinds)]
+    constexprs = [p for p in signature if p.startswith("constexpr")]
+    config_kwargs = {p: 16 for p in signature if p.startswith("config")}
+    constants = {p: ("const", p) for p in constexprs} | {
+        p: 1 for p in signature if p.startswith("one")
+    }
+    passed = [p for p in signature if p.startswith(("runtime", "one"))]
+    extra = ["_grid_0"] if with_extra else []
+    reconciled = reconcile_triton_call_args(
+        signature=signature,
+        constants=constants,
+        call_args=[1 if p.startswith("one") else ("arg", p) for p in passed] + [7] * len(extra),
+        config_kwargs=config_kwargs,
+        extra_launcher_args=extra,
+        constexprs=constexprs,
+    )
+    assert list(reconciled.kernel_kwargs) == [p for p in signature if p not in config_kwargs]
+    for p, value in reconciled.kernel_kwargs.items():
+        assert value == constants.get(p, ("arg", p))
+    assert reconciled.launcher_kwargs == dict.fromkeys(extra, 7)

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 from torch._inductor import config, ir
+from torch._inductor.codegen import wrapper as _upstream_wrapper
 from torch._inductor.codegen.common import TensorArg
 from torch._inductor.codegen.wrapper import WrapperLine
 from torch._inductor.virtualized import V
 from torch.fx.experimental.symbolic_shapes import resolve_unbacked_bindings
 from torch.utils import _pytree as pytree
 
-from .._compat import is_alignment_assert, skips_scalar_assert
+from .._compat import assert_name, is_alignment_assert, skips_scalar_assert
 from .keypath import CppTextEmitter, PythonTextEmitter, define_symbol
 
 if TYPE_CHECKING:
@@ -34,25 +35,19 @@ UnbackedBindings = dict[sympy.Symbol, pytree.KeyPath]
 
 
 @dataclasses.dataclass
-class UnbackedSymbolDefsLine(WrapperLine):
+class UnbackedSymbolDefsLine(_upstream_wrapper.UnbackedSymbolDefsLine):
     """Defines the unbacked symbols that a kernel's outputs carry.
 
-    ``unbacked_bindings`` is already resolved against the ShapeEnv; each KeyPath
-    says where its symbol is read from, starting at ``output_name``.
+    Upstream's line type (so that upstream's ``isinstance`` checks see it), with
+    ``unbacked_bindings`` already resolved against the ShapeEnv; each KeyPath
+    says where its symbol is read from, starting at ``output_name``. Its text
+    and FX conversion are upstream's methods, which the overlay replaces.
     """
 
     wrapper: PythonWrapperCodegen
     output_name: str
     outputs: Any
     unbacked_bindings: UnbackedBindings
-
-    def codegen(self, code: IndentedBuffer) -> None:
-        self.wrapper._codegen_unbacked_symbol_defs_for_outputs(
-            self.output_name, self.outputs, self.unbacked_bindings
-        )
-
-    def codegen_fx(self, converter: FxConverter) -> Any:
-        return converter._generate_unbacked_symbol_defs
 
 
 def codegen_unbacked_symbol_defs_for_outputs(
@@ -227,9 +222,11 @@ def codegen_size_asserts(original: Callable[..., None]) -> Callable[..., None]:
         with captured_lines(wrapper) as written:
             original(self, wrapper)
         if written:
-            # Torch 2.14+ lines carry the dtype upstream decided to check.
+            # Torch 2.13+ lines name the buffer upstream checks, and 2.14+ lines
+            # carry the dtype upstream decided to check.
+            name = getattr(written[0], "name", None) or assert_name(self)
             dtype = getattr(written[0], "dtype", None)
-            wrapper.writeline(SizeStrideAssertLine(wrapper, self, self.get_name(), dtype, written))
+            wrapper.writeline(SizeStrideAssertLine(wrapper, self, name, dtype, written))
 
     return codegen_size_asserts
 
@@ -401,5 +398,25 @@ def codegen_nan_check(original: Callable[..., None]) -> Callable[..., None]:
             if isinstance(signature, TensorArg)
         ]
         wrapper.writeline(NanCheckLine(wrapper, names))
+
+    return codegen_nan_check
+
+
+def codegen_multi_kernel_nan_check(original: Callable[..., None]) -> Callable[..., None]:
+    """``MultiKernel.codegen_nan_check``: one :class:`NanCheckLine` for the FX wrapper,
+    over the tensor arguments of all sub-kernels, each once."""
+
+    @functools.wraps(original)
+    def codegen_nan_check(self: Any) -> None:
+        wrapper = V.graph.wrapper_code
+        if not is_fx_wrapper(wrapper):
+            return original(self)
+        names: dict[str, None] = {}
+        for kernel in self.kernels:
+            _, call_args, arg_signatures, _ = kernel.args.python_argdefs()
+            for arg, signature in zip(call_args, arg_signatures):
+                if isinstance(signature, TensorArg):
+                    names.setdefault(arg)
+        wrapper.writeline(NanCheckLine(wrapper, list(names)))
 
     return codegen_nan_check

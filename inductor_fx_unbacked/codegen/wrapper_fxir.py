@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import logging
 import operator
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -31,11 +32,9 @@ from torch._inductor.codegen.wrapper import (
     KernelCallLine,
     KernelDefinitionLine,
     MultiOutputLine,
-    PythonWrapperCodegen,
     SymbolicCallArg,
 )
 from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, TritonKernel, replace_floor_div
-from torch._inductor.runtime.triton_heuristics import GridExpr
 from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
 from torch._library.triton import wrap_triton
@@ -43,6 +42,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 from torch.utils._ordered_set import OrderedSet
 
+from .. import _compat
 from .. import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
 from .._compat import HOP_LAUNCH_KWARGS, ensure_kernel_loaded, optimization_hint
 from ..caching import KernelSource, record_kernel_source
@@ -175,7 +175,7 @@ def deduplicating_graph_inputs(generate_inputs: Any) -> Any:
             if first is placeholder:
                 continue
             placeholder.target = name
-            placeholder._rename(name)
+            _compat.rename_node(placeholder, name)
             if isinstance(ir_node, sympy.Symbol):
                 self.buffer_to_node[str(ir_node)] = first
                 self._generate_size_proxy(first, ir_node)
@@ -235,13 +235,14 @@ def materializing_symbolic_args(generate: Any) -> Any:
     @functools.wraps(generate)
     def method(self: FxConverter, *args: Any, **kwargs: Any) -> Any:
         graph = self.gm.graph
-        last = graph._root.prev
+        root = _compat.graph_root(graph)
+        last = root.prev
         with warnings.catch_warnings():
             # FX warns about the raw symbols that the loop below replaces.
             warnings.filterwarnings("ignore", message="Raw SymInt value")
             result = generate(self, *args, **kwargs)
         node = last.next
-        while node is not graph._root:
+        while node is not root:
             if node.op == "call_function":
                 _materialize_symbolic_args(self, node)
             node = node.next
@@ -298,34 +299,64 @@ def reconcile_triton_call_args(
     call_args: Sequence[Any],
     config_kwargs: Mapping[str, Any],
     extra_launcher_args: Sequence[str] = (),
+    constexprs: Collection[str] = (),
 ) -> ReconciledCallArgs:
     """Match Inductor's positional call args to the kernel signature, by name.
 
-    Inductor passes one value per non-config parameter, in signature order, then
-    the declared extra launcher arguments. Constants from ``triton_meta`` win over
-    the passed value (an equal-to-1 ``xnumel`` is both passed and constant), and
-    a parameter with neither is an error. A positional value that would land on a
-    config kwarg means the two lists disagree, so it fails loudly instead of being
-    silently overwritten by the config.
+    Inductor passes one value for every parameter that is not a ``tl.constexpr``
+    of the kernel (``constexprs``; the config kwargs, such as block sizes, always
+    are), in signature order, then the declared extra launcher arguments: for its
+    own kernels and for user-written ones alike (it drops a user kernel's
+    constexprs from the call, wherever they stand in the signature). A constexpr
+    takes its value from the config or from ``constants``; one with neither is
+    left to the kernel's own default. Constants from ``triton_meta`` also win
+    over a passed value (an equal-to-1 ``xnumel`` is both passed and constant).
+    A count of call args that differs from the parameters they stand for means
+    the two lists disagree, and fails loudly instead of shifting values onto the
+    wrong parameters.
     """
     n_extra = len(extra_launcher_args)
     positional = list(call_args[: len(call_args) - n_extra])
     launcher_values = list(call_args[len(call_args) - n_extra :])
-    names = [name for name in signature if name not in config_kwargs]
-    assert len(positional) <= len(names), (
-        f"{len(positional)} positional call args for {len(names)} non-config "
-        f"parameters {names}: value {positional[len(names)]!r} would land on a "
-        f"config kwarg of {sorted(config_kwargs)}"
+    passed = [name for name in signature if name not in config_kwargs and name not in constexprs]
+    assert len(positional) <= len(passed), (
+        f"{len(positional)} positional call args for {len(passed)} non-constexpr "
+        f"parameters {passed}: value {positional[len(passed)]!r} would land on a "
+        f"constexpr or config kwarg of {sorted({*constexprs, *config_kwargs})}"
     )
-    by_name = dict(zip(names, positional)) | {
-        name: value for name, value in constants.items() if name in names
-    }
-    missing = [name for name in names if name not in by_name]
+    missing = [name for name in passed[len(positional) :] if name not in constants]
     assert not missing, f"no call arg or constant for parameters {missing}"
+    by_name = dict(zip(passed, positional))
+    kernel_kwargs = {}
+    for name in signature:
+        if name in config_kwargs:
+            continue
+        if name in constants:
+            kernel_kwargs[name] = constants[name]
+        elif name in by_name:
+            kernel_kwargs[name] = by_name[name]
     return ReconciledCallArgs(
-        kernel_kwargs={name: by_name[name] for name in names},
+        kernel_kwargs=kernel_kwargs,
         launcher_kwargs=dict(zip(extra_launcher_args, launcher_values)),
     )
+
+
+def declared_constexprs(fn: Any) -> list[str]:
+    """The names of the ``tl.constexpr`` parameters of a Triton kernel function.
+
+    A ``JITFunction`` records them on its parameters; the interpreter's
+    ``InterpretedFunction`` does not, so they are read off the annotations of
+    the Python function it wraps (what Triton's own parameters do).
+    """
+    params = getattr(fn, "params", None)
+    if params is not None:
+        return [param.name for param in params if param.is_constexpr]
+    python_fn = getattr(fn, "fn", fn)
+    return [
+        name
+        for name, param in inspect.signature(python_fn).parameters.items()
+        if "constexpr" in str(param.annotation)
+    ]
 
 
 def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
@@ -334,20 +365,39 @@ def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
     self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
 
 
-#: The autotuner behind each kernel-table index, for runners that launch its
-#: precompiled launchers (``inductor_fx_unbacked.runner``).
-_tuners: dict[int, CachingAutotuner] = {}
+#: The autotuner behind each kernel this package's converter defined, for runners
+#: that launch its precompiled launchers (``inductor_fx_unbacked.runner``), keyed
+#: by the identity of the kernel object in the side table. The side table's
+#: indices are not identities: ``torch._dynamo.reset()`` empties the table and
+#: hands the same indices out again, to whatever kernel comes next.
+_tuners: dict[int, tuple[Any, CachingAutotuner]] = {}
+
+
+def _register_tuner(wrapped: Any, tuner: CachingAutotuner) -> None:
+    """Remember ``tuner`` for the kernel object that ``wrapped`` put in the side table."""
+    kernel = kernel_side_table.get_kernel(wrapped.kernel_idx)
+    with kernel_side_table.lock:
+        # Entries whose kernel left the side table (a Dynamo reset) go now.
+        live = {id(k) for k in kernel_side_table.id_to_kernel.values()}
+        for key in [key for key in _tuners if key not in live]:
+            del _tuners[key]
+        _tuners[id(kernel)] = (kernel, tuner)
 
 
 def tuner_for_kernel(kernel_idx: int) -> CachingAutotuner | None:
-    """The autotuner of a kernel that this package's converter defined, if any."""
-    return _tuners.get(kernel_idx)
+    """The autotuner of the kernel at ``kernel_idx``, if this package's converter
+    defined that very kernel object; None for any other kernel."""
+    kernel = kernel_side_table.id_to_kernel.get(kernel_idx)
+    entry = _tuners.get(id(kernel)) if kernel is not None else None
+    if entry is None or entry[0] is not kernel:
+        return None
+    return entry[1]
 
 
 def kernel_source_of(self: FxConverter, line: Any, *, interpreted: bool) -> KernelSource:
     """The module code that defines the kernel of a ``KernelDefinitionLine``."""
     assert isinstance(line, KernelDefinitionLine), type(line)
-    code = PythonWrapperCodegen._format_kernel_definition(
+    code = _compat.format_kernel_definition(
         line.kernel_name, line.kernel_body, metadata=line.metadata
     )
     return KernelSource("\n".join([self.prologue, code]), line.kernel_name, interpreted)
@@ -378,7 +428,7 @@ def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
         wrapped = TraceableTritonKernelWrapper(tuner.fn, None, None)
     else:
         wrapped = wrap_triton(tuner.fn)
-    _tuners[wrapped.kernel_idx] = tuner
+    _register_tuner(wrapped, tuner)
     record_kernel_source(
         wrapped.kernel_idx, kernel_side_table.get_kernel(wrapped.kernel_idx), source
     )
@@ -402,7 +452,7 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
         _autotune_unless_unhinted(tuner, line.call_args, call_args)
     # Tuning prunes the compile results to the winner, so this is the config
     # that runs in every case.
-    kernel_config = tuner.compile_results[0].config
+    kernel_config = _compat.compile_results(tuner)[0].config
 
     reconciled = reconcile_triton_call_args(
         signature=list(tuner.triton_meta["signature"]),
@@ -410,9 +460,12 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
         call_args=call_args,
         config_kwargs=kernel_config.kwargs,
         extra_launcher_args=tuner.inductor_meta.get("extra_launcher_args", ()),
+        constexprs=declared_constexprs(tuner.fn),
     )
-    grid = GridExpr.from_meta(tuner.inductor_meta, kernel_config).eval_slow(
-        reconciled.kernel_kwargs | reconciled.launcher_kwargs | kernel_config.kwargs
+    grid = _compat.eval_grid(
+        tuner.inductor_meta,
+        kernel_config,
+        reconciled.kernel_kwargs | reconciled.launcher_kwargs | kernel_config.kwargs,
     )
     grid = [replace_floor_div(x) if isinstance(x, sympy.Expr) else x for x in grid]
     call_kwargs = {

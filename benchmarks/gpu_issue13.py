@@ -1,0 +1,71 @@
+"""Issue 13's defect tests on a GPU: one command, results as markdown.
+
+    python benchmarks/gpu_issue13.py RESULTS.md
+
+Runs ``test/inductor/test_fxir_defects.py`` (frozen constants under both
+runners, launchers across a Dynamo reset with precompiled launchers, a user
+Triton kernel with a ``tl.constexpr`` before a runtime argument, upstream's line
+type, multi-kernel NaN checks), ``test/test_call_args.py`` and
+``test/test_compat.py`` (every private upstream name resolves, including the
+CUDA-only ones), with caches off, and writes the date, GPU, versions, counts
+and the failures to RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+TESTS = ["test/inductor/test_fxir_defects.py", "test/test_call_args.py", "test/test_compat.py"]
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = pathlib.Path(sys.argv[1])
+    import torch
+    import triton
+
+    env = {**os.environ, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *TESTS]
+    started = datetime.datetime.now()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=480)
+    seconds = (datetime.datetime.now() - started).total_seconds()
+    log = proc.stdout + proc.stderr
+    summary = (re.findall(r"^=*\s*(\d+ (?:passed|failed).*?) in [\d.]+s", log, re.M) or ["?"])[-1]
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    lines = [
+        "# Issue 13 defect tests on the GPU",
+        "",
+        f"- Date: {started:%Y-%m-%d %H:%M}. Device: {gpu} ({torch.cuda.device_count()} visible).",
+        f"- torch {torch.__version__}, Triton {triton.__version__}, "
+        f"Python {sys.version.split()[0]}.",
+        f"- Command: `{' '.join(command[1:])}` with `TORCHINDUCTOR_FORCE_DISABLE_CACHES=1`.",
+        "",
+        f"Result: **{summary}** in {seconds:.0f} s (exit status {proc.returncode}).",
+        "",
+        "Failures, errors and skips:",
+        "",
+        "```",
+        *[ln for ln in log.splitlines() if ln.startswith(("FAILED", "ERROR", "SKIPPED"))],
+        "```",
+        "",
+        "Last lines of the log:",
+        "",
+        "```",
+        *log.splitlines()[-40:],
+        "```",
+    ]
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:8]))
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
