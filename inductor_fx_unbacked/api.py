@@ -61,7 +61,7 @@ class FxWrapperCodegen(WrapperFxCodegen):
         if not self.runtime_asserts:
             strip_runtime_asserts(gm)
         record_graphs([gm])
-        if not self.is_subgraph:
+        if not self.is_subgraph and not V.graph.aot_mode:
             _store_artifact(gm, self.runner)
         return FileBackedGraphModule(gm, self.compile_graph(gm)), None
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from torch._inductor.custom_graph_pass import get_hash_for_files
 
 from . import _compat
 from ._compat import CustomBackendPass
+
+log = logging.getLogger(__name__)
 
 #: Bumped whenever the stored form of an FX artifact changes.
 ARTIFACT_FORMAT = 1
@@ -214,7 +217,25 @@ def _is_storable_target(target: Any) -> bool:
 
 
 def load_artifact(encoded: str) -> Any:
-    """Restore an FX artifact (``artifact_source``) and return its ``call(args)``."""
+    """Restore an FX artifact (``artifact_source``) and return its ``call(args)``.
+
+    An artifact that cannot be restored is a cache miss (``ArtifactNotStored``),
+    with a warning: the program compiles again instead of failing.
+    """
+    try:
+        return _load_artifact(encoded)
+    except ArtifactNotStored:
+        raise
+    except Exception as e:
+        log.warning(
+            "Could not restore an FX artifact from Inductor's cache (%s: %s); compiling again.",
+            type(e).__name__,
+            e,
+        )
+        raise ArtifactNotStored(f"the FX artifact could not be restored: {e}") from e
+
+
+def _load_artifact(encoded: str) -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 

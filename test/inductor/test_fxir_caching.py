@@ -227,3 +227,36 @@ class TestUnstorableArtifact:
             graphs, hit = fx_graphs(DEVICE)
             assert len(graphs) == 1 and hit == 0
             assert counters["inductor"]["fxgraph_cache_hit"] == 0
+
+
+@pytest.mark.parametrize("name", ["P3", "P5", "P6", "P7"])
+def test_warm_start_of_program(cache_dirs, name):
+    """`.item()` sizes, splits from `.tolist()`, unique and masked_select: the second
+    compile is served, with the same graphs and results. (Graphs with ``torch.cond``
+    are never cached: Inductor bypasses its caches for them, whatever the wrapper.)"""
+    from inductor_fx_unbacked._programs import BY_NAME, same
+
+    program = BY_NAME[name]
+    runs = []
+    for _ in range(2):
+        counters.clear()
+        torch._dynamo.reset()
+        with (
+            cache_scenario.caches_on(),
+            torch._dynamo.config.patch(
+                capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+            ),
+            ifx.fx_backend(DEVICE),
+            ifx.recording_graphs() as graphs,
+        ):
+            compiled = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
+            for args in program.inputs(DEVICE, 64):
+                assert same(compiled(*args), program.fn(*args))
+        served = (
+            counters["aot_autograd"]["autograd_cache_hit"]
+            + counters["inductor"]["fxgraph_cache_hit"]
+        )
+        runs.append(([gm.code for gm in graphs], served))
+    (cold_code, cold_hits), (warm_code, warm_hits) = runs
+    assert cold_hits == 0 and warm_hits >= 1
+    assert warm_code == cold_code

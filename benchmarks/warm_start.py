@@ -1,0 +1,198 @@
+"""Warm starts: compile time in a fresh process whose cache dirs an earlier process filled.
+
+For each program of ``inductor_fx_unbacked/_programs.py`` and each backend (the
+Python wrapper and the FX backend), one process compiles and runs the program
+with fresh ``TORCHINDUCTOR_CACHE_DIR``/``TRITON_CACHE_DIR`` (cold, which fills
+them), then a second process does the same with those dirs (warm). The warm
+process reports the time of compile plus first call, whether Inductor's caches
+served it, the FX graphs it recorded, and how many new entries Triton's cache
+got (0: nothing compiled). Cold processes run a few at a time; warm ones run one
+at a time, so that their timings do not share the machine.
+
+    python benchmarks/warm_start.py --out benchmarks/results/DATE-warm-start.md
+
+The report ends with ``geomean_warm_fx_over_python_wrapper: <x>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+BACKENDS = ("python", "fx")
+
+
+def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
+    """In this process: compile and call once with the caches as the environment has them."""
+    import torch
+    from data_dependent import backend_context, compiled_fn, setup
+    from torch._dynamo.utils import counters
+
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked._programs import BY_NAME, same, synchronize
+
+    setup()
+    program = BY_NAME[name]
+    first, _ = program.inputs(device, n)
+    synchronize(device)
+    triton_dir = os.environ["TRITON_CACHE_DIR"]
+    before = set(os.listdir(triton_dir)) if os.path.isdir(triton_dir) else set()
+    with ifx.recording_graphs() as graphs, backend_context(backend, device):
+        start = time.perf_counter()
+        result = compiled_fn(program, backend)(*first)
+        synchronize(device)
+        seconds = time.perf_counter() - start
+    after = set(os.listdir(triton_dir)) if os.path.isdir(triton_dir) else set()
+    return {
+        "ok": bool(same(result, program.fn(*first), rtol=1e-4, atol=1e-4)),
+        "seconds": seconds,
+        "hits": counters["inductor"]["fxgraph_cache_hit"]
+        + counters["aot_autograd"]["autograd_cache_hit"],
+        "graphs": len(graphs),
+        "unbacked": sum(
+            1 for gm in graphs for node in gm.graph.nodes if "unbacked_symbol" in node.meta
+        ),
+        "new_triton_cache_entries": len(after - before),
+        "torch": torch.__version__,
+    }
+
+
+def in_process(name: str, backend: str, device: str, n: int, cache: str) -> dict[str, Any]:
+    env = dict(
+        os.environ,
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
+        TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+    )
+    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    command = [sys.executable, __file__, "--one", name, backend, "--device", device, "--n", str(n)]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "timed out after 300 s"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+    return {"ok": False, "error": tail[0][:160]}
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    import platform
+
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
+    parser.add_argument("--n", type=int, default=100_000, help="input elements")
+    parser.add_argument("--programs", nargs="*", help="program names (default: all ten)")
+    parser.add_argument("--jobs", type=int, default=4, help="cold processes at a time")
+    parser.add_argument("--out", help="write the markdown report to this file")
+    parser.add_argument("--one", nargs=2, metavar=("PROGRAM", "BACKEND"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    import torch
+
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.one:
+        print(json.dumps(run_one(*args.one, args.device, args.n)))
+        return 0
+
+    from inductor_fx_unbacked._programs import PROGRAMS
+
+    names = [p.name for p in PROGRAMS if not args.programs or p.name in args.programs]
+    pairs = [(name, backend) for name in names for backend in BACKENDS]
+    with tempfile.TemporaryDirectory() as root:
+        caches = {pair: os.path.join(root, "-".join(pair)) for pair in pairs}
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            cold = dict(
+                zip(
+                    pairs,
+                    pool.map(lambda p: in_process(*p, args.device, args.n, caches[p]), pairs),
+                )
+            )
+        warm = {pair: in_process(*pair, args.device, args.n, caches[pair]) for pair in pairs}
+
+    import triton
+
+    lines = [
+        "# Warm starts: compile and first call in a fresh process with warm cache dirs",
+        "",
+        f"- date: {datetime.date.today()}",
+        f"- device: {device_name(args.device)}",
+        f"- torch {torch.__version__}, Triton {triton.__version__}, n = {args.n}",
+        "- each (program, backend): one cold process fills fresh cache dirs, then one warm "
+        "process with those dirs is timed (compile plus first call, synchronized)",
+    ]
+    if args.device == "cpu":
+        lines.append(
+            "- **CPU: kernels run in Triton's interpreter; the times say nothing about a GPU.**"
+        )
+    lines += [
+        "",
+        "| program | Python wrapper cold s | warm s | FX cold s | warm s | FX warm / Python warm "
+        "| FX warm: served, graphs, unbacked defs, new Triton cache entries |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    ratios = []
+    failures = 0
+    for name in names:
+        row = [name]
+        for backend in BACKENDS:
+            c, w = cold[(name, backend)], warm[(name, backend)]
+            row += [
+                f"{c['seconds']:.2f}" if c.get("ok") else f"FAIL {c.get('error', '')}",
+                f"{w['seconds']:.2f}" if w.get("ok") else f"FAIL {w.get('error', '')}",
+            ]
+        py, fx = warm[(name, "python")], warm[(name, "fx")]
+        if py.get("ok") and fx.get("ok"):
+            ratio = fx["seconds"] / py["seconds"]
+            ratios.append(ratio)
+            row.append(f"{ratio:.2f}")
+            row.append(
+                f"{'hit' if fx['hits'] else 'MISS'}, {fx['graphs']}, {fx['unbacked']}, "
+                f"{fx['new_triton_cache_entries']}"
+            )
+            failures += not fx["hits"] or not fx["graphs"] or fx["new_triton_cache_entries"] > 0
+        else:
+            failures += 1
+            row += ["-", "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        f"warm_programs: {len(names)}",
+        f"warm_fx_not_served_or_failed: {failures}",
+        f"geomean_warm_fx_over_python_wrapper: {geomean(ratios):.3f}",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
