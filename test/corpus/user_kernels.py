@@ -20,10 +20,11 @@ from torch.library import triton_op, wrap_triton
 USER_KERNELS: list[CorpusProgram] = []
 
 
-def program(inputs, xfail: str | None = None):
+def program(inputs, xfail: str | None = None, eager_wrap_triton: str | None = None):
     def register(fn):
         USER_KERNELS.append(CorpusProgram(fn.__name__, fn, inputs))
         XFAIL[fn.__name__] = xfail
+        EAGER_WRAP_TRITON[fn.__name__] = eager_wrap_triton
         return fn
 
     return register
@@ -31,6 +32,9 @@ def program(inputs, xfail: str | None = None):
 
 #: Expected failures by program name, with the defect that causes them.
 XFAIL: dict[str, str | None] = {}
+#: Programs whose eager run calls ``wrap_triton`` on a kernel: ``"kernel"`` or
+#: ``"autotuner"`` (which the interpreter supports on some torch releases only).
+EAGER_WRAP_TRITON: dict[str, str | None] = {}
 
 
 @triton.jit
@@ -115,7 +119,7 @@ def jit_then_mask(x):
 # wrap_triton, grid as a function of the config.
 
 
-@program(signs(4, 12, 0))
+@program(signs(4, 12, 0), eager_wrap_triton="kernel")
 def wrap_triton_over_nonzero(x):
     index = torch.nonzero(x > 0).squeeze(1).to(torch.float32)
     out = torch.empty_like(index)
@@ -176,7 +180,7 @@ def squared(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@program(signs(2, 9, 0))
+@program(signs(2, 9, 0), eager_wrap_triton="kernel")
 def triton_op_over_mask(x):
     return scaled_plus_one(x[x > 0], 3.0) - 1
 
@@ -185,7 +189,8 @@ def triton_op_over_mask(x):
     lambda d: [
         (values(8, 4, 1, d), torch.tensor([0.25], device=d)),
         (values(8, 7, 2, d), torch.tensor([0.75], device=d)),
-    ]
+    ],
+    eager_wrap_triton="autotuner",
 )
 def autotuned_triton_op_over_threshold(x, t):
     return squared(x[x > t.item()]) * 2
