@@ -18,6 +18,7 @@ from torch._inductor import config, ir
 from torch._inductor import custom_graph_pass as _custom_graph_pass
 from torch._inductor.codegen import wrapper as _wrapper
 from torch._inductor.sizevars import SizeVarAllocator
+from torch._library import triton as triton_library
 
 
 def ensure_kernel_loaded(tuner: Any) -> None:
@@ -131,6 +132,8 @@ node_metadata_hook = _metadata_hook._node_metadata_hook
 
 def graph_pickler_options() -> Any:
     return _graph_pickler.Options(ops_filter=None)
+
+
 # Private upstream names. Every private attribute of torch or Triton that the
 # package reads, calls, overrides or wraps is listed here, with the releases it
 # was checked on; ``test/test_compat.py`` resolves each entry on the installed
@@ -279,3 +282,17 @@ def restore_triton_driver(previous: Any) -> None:
 
 def current_raw_stream(index: int) -> int:
     return torch._C._cuda_getCurrentRawStream(index)
+
+
+# User kernels in Triton's interpreter. ``wrap_triton`` hands an
+# ``InterpretedFunction`` back as it is on torch 2.13+ (``_is_interpreted_triton_kernel``;
+# checked present on 2.13 and 2.15, absent on 2.10, where it raises "wrap_triton only
+# works on functions annotated with triton.jit or triton.autotune", in eager too), and
+# an autotuner over one on releases with ``_has_interpreted_triton_autotuner`` (2.13,
+# 2.15). Where it does not, eager code that calls ``wrap_triton`` on an interpreted
+# kernel, and so a ``triton_op``, cannot run in the CPU mode; a kernel called from a
+# compiled function through ``wrap_triton`` still compiles (Dynamo drops the call).
+WRAP_TRITON_TAKES_INTERPRETED = hasattr(triton_library, "_is_interpreted_triton_kernel")
+WRAP_TRITON_TAKES_INTERPRETED_AUTOTUNER = hasattr(
+    triton_library, "_has_interpreted_triton_autotuner"
+)

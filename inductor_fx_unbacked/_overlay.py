@@ -65,12 +65,14 @@ def patches() -> list[Patch]:
     Attributes that upstream lacks (new converter methods) are added, and
     removed again by ``disable()``.
     """
+    from torch._dynamo.variables.builder import VariableBuilder
     from torch._inductor import ir
     from torch._inductor.codegen.multi_kernel import MultiKernel
     from torch._inductor.codegen.triton import TritonKernel
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 
+    from . import interpreter
     from .codegen import wrapper as w
     from .codegen import wrapper_fxir as fx
 
@@ -113,6 +115,8 @@ def patches() -> list[Patch]:
         (FxConverter, fx._generate_dynamic_select_index),
         (FxConverter, fx._generate_dynamic_slice_size),
         (FxConverter, fx._generate_while_loop),
+        # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
+        (VariableBuilder, interpreter.tracing_interpreted_kernels, "_wrap", True),
     ]
     return [
         Patch(owner, (entry[0] if entry else None) or replacement.__name__, replacement, *entry[1:])
@@ -167,6 +171,7 @@ _interpreter_saved: dict[tuple[Any, str], Any] = {}
 
 def interpreter_patches() -> list[Patch]:
     """The fixes the CPU mode needs in the installed Triton's interpreter."""
+    from triton.runtime import autotuner as triton_autotuner
     from triton.runtime import interpreter as triton_interpreter
 
     from . import _compat, interpreter
@@ -176,6 +181,15 @@ def interpreter_patches() -> list[Patch]:
         for name in ("create_atomic_rmw", "create_atomic_cas")
     ]
     table.append(Patch(triton_interpreter, "_implicit_cvt", interpreter.converting_floats, True))
+    # Launches of user kernels inside a traced ``triton_op`` record the kernel call.
+    table += [
+        Patch(owner, "run", interpreter.tracing_kernel_launches, True)
+        for owner in (
+            triton_interpreter.InterpretedFunction,
+            triton_autotuner.Autotuner,
+            triton_autotuner.Heuristics,
+        )
+    ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(
             Patch(triton_interpreter, "_patch_lang_tensor", interpreter.patch_lang_tensor, True)

@@ -12,21 +12,34 @@ the FX backend, and this module supplies them:
 3. ``wrap_triton`` returns a raw ``InterpretedFunction``, which has no index in
    the kernel side table that ``triton_kernel_wrapper_mutation`` nodes refer to.
    The converter wraps it so that it gets one.
+4. User kernels (``@triton.jit`` or ``@triton.autotune`` over it, called from a
+   compiled function or from a ``torch.library.triton_op``) are
+   ``InterpretedFunction`` objects, which Dynamo and ``wrap_triton`` do not take
+   for Triton kernels: Dynamo traces into the interpreter's launcher, and tracing a
+   ``triton_op`` runs the interpreter on fake tensors. Both trace the kernel's
+   :func:`jit_twin` instead, a ``JITFunction`` over the same Python function, which
+   carries everything Inductor reads from a user kernel (parameters, source);
+   Inductor writes the kernel's source into its wrapper code, and importing that
+   in interpreter mode makes it an ``InterpretedFunction`` again, which runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import os
 import re
+import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import numpy
 import torch
+from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
 from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
 from . import _compat
@@ -104,9 +117,7 @@ def _make_driver() -> Any:
             return torch.device("cpu")
 
         def get_benchmarker(self) -> Any:
-            from triton.testing import do_bench
-
-            return do_bench
+            return run_once_benchmark
 
         def get_device_interface(self) -> Any:
             return torch.cpu
@@ -121,6 +132,22 @@ def _make_driver() -> Any:
             return 0
 
     return InterpreterDriver()
+
+
+def run_once_benchmark(
+    kernel_call: Any, quantiles: Any = None, return_mode: str = "mean", **options: Any
+) -> Any:
+    """The interpreter driver's benchmarker (``triton.autotune`` times each config
+    with it): one run, timed on the host clock.
+
+    Triton's ``do_bench`` wants device events and a cache to flush, which the
+    interpreter has not; interpreted timings say nothing about a GPU anyway, so
+    one run per config is enough to pick one.
+    """
+    start = time.perf_counter()
+    kernel_call()
+    milliseconds = (time.perf_counter() - start) * 1e3
+    return [milliseconds] * len(quantiles) if quantiles else milliseconds
 
 
 @contextlib.contextmanager
@@ -220,3 +247,97 @@ class InterpreterFxConverter(FxConverter):
         check_interpretable(line.kernel_name, line.kernel_body)
         tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=True))
         self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
+
+
+# User kernels.
+
+_twins: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def interpreted_kernel(value: Any) -> bool:
+    """Whether ``value`` is a user kernel in interpreter mode: an
+    ``InterpretedFunction``, or autotuners and heuristics over one."""
+    try:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return False
+    seen = set()
+    while isinstance(value, (Autotuner, Heuristics)) and id(value) not in seen:
+        seen.add(id(value))
+        value = value.fn
+    return isinstance(value, InterpretedFunction)
+
+
+def jit_twin(kernel: Any) -> Any:
+    """The ``JITFunction`` twin of an interpreted user kernel, for tracing.
+
+    An ``InterpretedFunction`` gets a ``JITFunction`` over the same Python function
+    and the same ``@triton.jit`` options; an autotuner or heuristics over one gets a
+    copy of itself over the twin of what it wraps. The twin is made once per kernel,
+    so the kernel keeps one index in the kernel side table. It is never launched:
+    the graph's kernels are imported from Inductor's wrapper code, interpreted.
+    """
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    twin = _twins.get(kernel)
+    if twin is not None:
+        return twin
+    if isinstance(kernel, InterpretedFunction):
+        twin = JITFunction(kernel.fn, **getattr(kernel, "kwargs", {}))
+    elif isinstance(kernel, (Autotuner, Heuristics)):
+        twin = copy.copy(kernel)
+        twin.fn = jit_twin(kernel.fn)
+    else:
+        raise TypeError(f"{kernel!r} is not an interpreted Triton kernel")
+    _twins[kernel] = twin
+    return twin
+
+
+def tracing_interpreted_kernels(wrap: Any) -> Any:
+    """Wrap Dynamo's ``VariableBuilder._wrap`` so that an interpreted user kernel
+    becomes a ``TritonKernelVariable`` over its :func:`jit_twin`, as a compiled
+    kernel does, guarded on the kernel object itself."""
+
+    @functools.wraps(wrap)
+    def _wrap(self: Any, value: Any) -> Any:
+        if not interpreted_kernel(value):
+            return wrap(self, value)
+        from torch._dynamo.guards import GuardBuilder
+        from torch._dynamo.variables.functions import TritonKernelVariable
+
+        self.install_guards(GuardBuilder.ID_MATCH)
+        return TritonKernelVariable(jit_twin(value), None, None, source=self.source)
+
+    return _wrap
+
+
+def _traced(values: Any) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return any(
+        isinstance(leaf, torch.Tensor) and is_fake(leaf)
+        for leaf in torch.utils._pytree.tree_leaves(values)
+    )
+
+
+def tracing_kernel_launches(run: Any) -> Any:
+    """Wrap the ``run`` of interpreted kernels (``kernel[grid](...)``) so that a launch
+    on fake tensors with ``wrap_triton`` enabled (tracing a ``triton_op``, whose
+    ``wrap_triton`` hands interpreted kernels back as they are) records the kernel
+    call, as ``wrap_triton`` does for a compiled kernel, instead of running the
+    interpreter on tensors that have no data."""
+
+    @functools.wraps(run)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from torch._library.triton import is_wrap_triton_enabled
+
+        if not (is_wrap_triton_enabled() and interpreted_kernel(self) and _traced((args, kwargs))):
+            return run(self, *args, **kwargs)
+        grid = kwargs.pop("grid")
+        kwargs.pop("warmup", None)
+        return TraceableTritonKernelWrapper(jit_twin(self), None, grid)(*args, **kwargs)
+
+    return method

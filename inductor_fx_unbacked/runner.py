@@ -146,7 +146,12 @@ def _lower_triton_kernel(
     (grid,) = kwargs["grid"]
     tuner = tuner_for_kernel(kernel_idx)
     launcher = _precompiled_launcher(tuner, call_kwargs) if tuner is not None else None
-    if launcher is None or kwargs["tma_descriptor_metadata"] or kwargs.get("launch_kwargs"):
+    if (
+        launcher is None
+        or not launcher_args_are_the_grid(tuner.inductor_meta)
+        or kwargs["tma_descriptor_metadata"]
+        or kwargs.get("launch_kwargs")
+    ):
         names = list(call_kwargs)
         launch = _InterpretedLaunch(kernel_side_table.get_kernel(kernel_idx), names)
         _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
@@ -165,6 +170,19 @@ def _lower_triton_kernel(
     candidates = _tuning_candidates(tuner, launcher, arg_names)
     _replace(node, _Launch(tuner, candidates, tuner.fn.__name__), (streams[index], *args))
     _compat.rename_node(node, tuner.fn.__name__)
+
+
+def launcher_args_are_the_grid(inductor_meta: dict[str, Any]) -> bool:
+    """Whether the node's grid gives every extra launcher argument of the kernel.
+
+    Inductor's kernels take none (the launcher computes the grid from the sizes);
+    a user kernel with one grid takes that grid (``FixedGrid``). An autotuned user
+    kernel whose grid depends on the config (``PrecomputedGrid``) takes the sizes
+    the grid is computed from, which the node does not keep: it is launched as
+    ``kernel[grid](...)``, as ``gm.forward`` does.
+    """
+    extra = list(inductor_meta.get("extra_launcher_args", ()))
+    return not extra or inductor_meta.get("fixed_grid") == extra
 
 
 def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:

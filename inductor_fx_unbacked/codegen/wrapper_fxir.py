@@ -469,7 +469,7 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
     )
     grid = [replace_floor_div(x) if isinstance(x, sympy.Expr) else x for x in grid]
     call_kwargs = {
-        name: self._generate_sym_node(value)
+        name: _kernel_arg(self, value)
         for name, value in (reconciled.kernel_kwargs | kernel_config.kwargs).items()
     }
     # Backend options (torch 2.14+) travel with the node, so that running the
@@ -492,6 +492,15 @@ def _generate_triton_call(self: FxConverter, line: Any) -> None:
     node = self.gm.graph.call_function(triton_kernel_wrapper_mutation, kwargs=hop_kwargs)
     if extra_options := getattr(kernel_config, "extra_options", None):
         node.meta["extra_options"] = extra_options
+
+
+def _kernel_arg(self: FxConverter, value: Any) -> Any:
+    """A kernel argument as the node takes it: sizes and nodes through the converter;
+    values that are no size (a user kernel's float scale, ``None``, a string) as
+    they are."""
+    if isinstance(value, (float, str)) or value is None:
+        return value
+    return self._generate_sym_node(value)
 
 
 def _lookup_call_arg(self: FxConverter, arg: Any, raw_arg: Any) -> Any:

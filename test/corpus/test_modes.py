@@ -1,0 +1,210 @@
+# Owner(s): ["module: inductor"]
+"""A representative third of the corpus under the Inductor modes users pick.
+
+Each program runs through the FX backend in a mode, against eager and against
+Inductor's Python wrapper compiled in the same mode, on inputs whose
+data-dependent sizes differ. The modes: ``max-autotune-no-cudagraphs``,
+``reduce-overhead`` (Inductor skips CUDA graphs for data-dependent programs, and
+the FX backend must do no worse), ``coordinate_descent_tuning``, ``nan_asserts``,
+and ``freezing`` in inference, where the program runs inside a module whose
+parameter freezing turns into a constant of the graph.
+
+Every program of the third runs under ``IFX_MODES_PER_PROGRAM`` modes, picked in
+rotation so that each mode meets programs of several families (default: 1 on
+CPU, where Triton's interpreter makes compiling slow, 2 on a GPU; 5 runs every
+pair).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from programs import CORPUS, fresh_copy, run
+from torch._inductor import config
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked._programs import same
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+#: A third of the corpus, every family of ``programs.py`` represented.
+THIRD = [
+    # nonzero, argwhere, one-argument where
+    "nonzero_1d",
+    "where_one_argument",
+    # boolean masks
+    "mask_2d",
+    "row_mask",
+    "mask_sum",
+    # unique
+    "unique_sorted",
+    "unique_counts",
+    # repeat_interleave
+    "repeat_interleave_tensor",
+    # split from .tolist()
+    "split_with_sizes_tolist",
+    # .item() as sizes and arguments
+    "arange_item",
+    "narrow_length_item",
+    "topk_item",
+    # floats from .item()
+    "threshold_float_item",
+    # chained unbacked sizes
+    "mask_then_nonzero",
+    # torch.cond
+    "cond_masked_branch",
+    "cond_on_item",
+    # while_loop
+    "while_loop_then_mask",
+    # custom ops with new_dynamic_size
+    "custom_op_divide_by_key",
+    # backward through masked ops
+    "masked_mse_backward",
+    # realistic compositions
+    "correct_predictions",
+    "detection_postprocess",
+    "token_dropping",
+]
+PROGRAMS = {p.name: p for p in CORPUS if p.name in THIRD}
+assert list(PROGRAMS) == [n for n in (p.name for p in CORPUS) if n in THIRD], "unknown name"
+assert len(PROGRAMS) == len(THIRD)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Mode:
+    """How a mode is asked for: ``torch.compile`` arguments and Inductor config."""
+
+    name: str
+    compile_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    inductor_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Inference with a frozen module parameter.
+    frozen: bool = False
+
+
+MODES = [
+    Mode("max-autotune-no-cudagraphs", compile_kwargs={"mode": "max-autotune-no-cudagraphs"}),
+    Mode("reduce-overhead", compile_kwargs={"mode": "reduce-overhead"}),
+    Mode("coordinate-descent", inductor_config={"coordinate_descent_tuning": True}),
+    Mode("nan-asserts", inductor_config={"nan_asserts": True}),
+    Mode("freezing", inductor_config={"freezing": True}, frozen=True),
+]
+if DEVICE == "cpu":
+    # Triton's interpreter benchmarks by running each candidate; keep the
+    # search to a handful of configs, matmuls on ATen.
+    CHEAP_AUTOTUNE = {"max_autotune_gemm_backends": "ATEN", "coordinate_descent_search_radius": 1}
+    MODES = [
+        dataclasses.replace(m, inductor_config={**m.inductor_config, **CHEAP_AUTOTUNE})
+        if m.name in ("max-autotune-no-cudagraphs", "coordinate-descent")
+        else m
+        for m in MODES
+    ]
+
+
+def pairs() -> list[tuple[Mode, str]]:
+    per_program = int(os.environ.get("IFX_MODES_PER_PROGRAM", 1 if DEVICE == "cpu" else 2))
+    selected = []
+    for index, name in enumerate(THIRD):
+        for shift in range(min(per_program, len(MODES))):
+            mode = MODES[(index + shift) % len(MODES)]
+            if mode.frozen and PROGRAMS[name].backward:
+                # Freezing is for inference; a training program takes the next mode.
+                mode = MODES[(index + shift + 1) % len(MODES)]
+            if (mode, name) not in selected:
+                selected.append((mode, name))
+    return sorted(selected, key=lambda p: (MODES.index(p[0]), THIRD.index(p[1])))
+
+
+@pytest.fixture(autouse=True)
+def dynamo_config():
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
+    ):
+        torch._dynamo.reset()
+        yield
+    ifx.disable()
+
+
+class WithParameter(torch.nn.Module):
+    """The program, and a second output that reads a parameter, which freezing
+    turns into a constant of the graph."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+        # Inductor writes a tensor of up to 8 values into the kernel; 16 it reads.
+        weight = torch.rand(16, generator=torch.Generator().manual_seed(0)) + 0.5
+        self.weight = torch.nn.Parameter(weight.to(DEVICE))
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args), self.weight * args[0].sum().to(self.weight.dtype)
+
+
+def program_for(mode: Mode, name: str) -> tuple[Any, Callable[..., Any]]:
+    program = PROGRAMS[name]
+    fn = fresh_copy(program.fn)
+    return program, (WithParameter(fn).eval() if mode.frozen else fn)
+
+
+def results(mode: Mode, program: Any, fn: Callable[..., Any], inputs: list) -> list:
+    with config.patch(mode.inductor_config), torch.set_grad_enabled(not mode.frozen):
+        return [run(program, fn, args) for args in inputs]
+
+
+def compiled(mode: Mode, name: str) -> Callable[..., Any]:
+    torch._dynamo.reset()
+    _, fn = program_for(mode, name)
+    return torch.compile(fn, fullgraph=True, **mode.compile_kwargs)
+
+
+@pytest.mark.parametrize("mode, name", pairs(), ids=[f"{m.name}-{n}" for m, n in pairs()])
+def test_mode_matches_eager_and_the_python_wrapper(mode, name, request):
+    program, eager = program_for(mode, name)
+    inputs = program.inputs(DEVICE)
+    expected = results(mode, program, eager, inputs)
+    try:
+        python = results(mode, program, compiled(mode, name), inputs)
+    except Exception as e:  # noqa: BLE001 - the Python wrapper's own failure
+        # The FX backend must do no worse: it may fail where the Python wrapper does.
+        python = e
+    # Frozen constants: the graph runner first, then the lowered runner.
+    runners = ["graph", "lowered"] if mode.frozen else ["lowered"]
+    for runner in runners:
+        try:
+            with ifx.fx_backend(DEVICE, runner=runner), ifx.recording_graphs() as graphs:
+                actual = results(mode, program, compiled(mode, name), inputs)
+        except Exception:
+            if isinstance(python, Exception):
+                pytest.xfail(f"the Python wrapper fails too: {type(python).__name__}: {python}")
+            raise
+        assert graphs, "nothing was compiled through the FX backend"
+        for args, got, want in zip(inputs, actual, expected):
+            assert same(got, want, rtol=1e-4, atol=1e-5), (args, got, want)
+        if not isinstance(python, Exception):
+            for args, got, from_python in zip(inputs, actual, python):
+                assert same(got, from_python, rtol=1e-4, atol=1e-5), (args, got, from_python)
+        check_graphs(mode, graphs)
+
+
+def check_graphs(mode: Mode, graphs: list[torch.fx.GraphModule]) -> None:
+    """The mode shows in the FX graphs: frozen constants, NaN checks."""
+    if mode.frozen:
+        constants = [
+            n
+            for g in graphs
+            for n in g.graph.nodes
+            if n.op == "get_attr" and isinstance(getattr(g, n.target), torch.Tensor)
+        ]
+        assert constants, "freezing left no constant in the FX graph"
+    if mode.inductor_config.get("nan_asserts"):
+        checks = [
+            n
+            for g in graphs
+            for n in g.graph.nodes
+            if n.meta.get("runtime_assert") and "has NaN" in str(n.args)
+        ]
+        assert checks, "nan_asserts added no NaN check to the FX graph"
