@@ -162,7 +162,7 @@ def compiled(mode: Mode, name: str) -> Callable[..., Any]:
 
 
 @pytest.mark.parametrize("mode, name", pairs(), ids=[f"{m.name}-{n}" for m, n in pairs()])
-def test_mode_matches_eager_and_the_python_wrapper(mode, name, request):
+def test_mode_matches_eager_and_the_python_wrapper(mode, name):
     program, eager = program_for(mode, name)
     inputs = program.inputs(DEVICE)
     expected = results(mode, program, eager, inputs)
