@@ -6,3 +6,43 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+# Tests marked ``caches_on`` run with Inductor's caches on. Torch 2.10 to 2.12 let
+# TORCHINDUCTOR_FORCE_DISABLE_CACHES override any config patch
+# (``env_name_force``), so under that variable such a test runs in a child pytest
+# process without it, and passes or fails with the child.
+FORCE_DISABLE_CACHES = ("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "TORCH_COMPILE_FORCE_DISABLE_CACHES")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "caches_on: the test needs Inductor's caches on")
+
+
+def caches_forced_off() -> bool:
+    with torch.compiler.config.patch(force_disable_caches=False):
+        return bool(torch.compiler.config.force_disable_caches)
+
+
+def pytest_pyfunc_call(pyfuncitem):
+    if pyfuncitem.get_closest_marker("caches_on") is None or not caches_forced_off():
+        return None
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in FORCE_DISABLE_CACHES}
+    root = Path(__file__).parents[1]
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert child.returncode == 0, (
+        f"{pyfuncitem.nodeid} failed in a child process with the caches on:\n"
+        + child.stdout[-6000:]
+    )
+    return True

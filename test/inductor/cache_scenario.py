@@ -43,7 +43,10 @@ def caches_on() -> contextlib.ExitStack:
     from torch._inductor import config
 
     stack = contextlib.ExitStack()
-    stack.enter_context(config.patch(force_disable_caches=False, fx_graph_cache=True))
+    # Inductor's force_disable_caches aliases this one (it is read from the
+    # TORCHINDUCTOR_FORCE_DISABLE_CACHES environment variable).
+    stack.enter_context(torch.compiler.config.patch(force_disable_caches=False))
+    stack.enter_context(config.patch(fx_graph_cache=True))
     stack.enter_context(functorch_config.patch(enable_autograd_cache=True))
     return stack
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ import cache_scenario  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROOT = Path(__file__).parents[2]
+pytestmark = pytest.mark.caches_on
 
 
 @pytest.fixture
@@ -145,7 +147,9 @@ class TestWarmStart:
             )
         assert counters["aot_autograd"]["autograd_cache_hit"] == 1
         assert torch.equal(warm.outputs, cold.outputs)
-        assert [gm.code for gm in warm.graphs] == [gm.code for gm in cold.graphs]
+        assert [without_table_indices(gm.code) for gm in warm.graphs] == [
+            without_table_indices(gm.code) for gm in cold.graphs
+        ]
 
 
 def fx_graphs(device: str, **options) -> tuple[list[torch.fx.GraphModule], int]:
@@ -229,6 +233,11 @@ class TestUnstorableArtifact:
             assert counters["inductor"]["fxgraph_cache_hit"] == 0
 
 
+def without_table_indices(code: str) -> str:
+    """Graph code without kernel side-table indices, which differ between loads."""
+    return re.sub(r"(kernel_idx|constant_args_idx) = \d+", r"\1 = N", code)
+
+
 @pytest.mark.parametrize("name", ["P3", "P5", "P6", "P7"])
 def test_warm_start_of_program(cache_dirs, name):
     """`.item()` sizes, splits from `.tolist()`, unique and masked_select: the second
@@ -256,7 +265,7 @@ def test_warm_start_of_program(cache_dirs, name):
             counters["aot_autograd"]["autograd_cache_hit"]
             + counters["inductor"]["fxgraph_cache_hit"]
         )
-        runs.append(([gm.code for gm in graphs], served))
+        runs.append(([without_table_indices(gm.code) for gm in graphs], served))
     (cold_code, cold_hits), (warm_code, warm_hits) = runs
     assert cold_hits == 0 and warm_hits >= 1
     assert warm_code == cold_code
