@@ -16,7 +16,7 @@ from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 from torch._inductor.virtualized import V
 from torch.utils import _pytree as pytree
 
-from . import _overlay, caching
+from . import _logging, _overlay, caching
 from .caching import ArtifactIdentity
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
 from .straightline import compile_lowered
@@ -63,7 +63,11 @@ class FxWrapperCodegen(WrapperFxCodegen):
         record_graphs([gm])
         if not self.is_subgraph and not V.graph.aot_mode:
             _store_artifact(gm, self.runner)
-        return FileBackedGraphModule(gm, self.compile_graph(gm)), None
+        compiled = ShownGraphModule(gm, self.compile_graph(gm))
+        if not self.is_subgraph:
+            # A subgraph's code is shown with the graph that holds it.
+            _logging.show_graph(compiled.source, compiled.__file__)
+        return compiled, None
 
     def _convert(self) -> torch.fx.GraphModule:
         return self.converter_class(
@@ -104,6 +108,24 @@ def _store_artifact(gm: torch.fx.GraphModule, runner: str) -> None:
         source = caching.unstorable_artifact_source(str(e))
     key, path = PyCodeCache.write(source)
     V.graph.cache_key, V.graph.cache_path, V.graph.cache_linemap = key, path, []
+
+
+class ShownGraphModule(FileBackedGraphModule):
+    """Upstream's compiled FX graph, whose file holds the graph's code and stays.
+
+    Inductor logs this file as "Output code written to"; upstream's temporary
+    file is deleted when the process ends. Ours is in Inductor's cache dir, as
+    the Python wrapper's code is, and holds the graph, its subgraphs and the
+    lowered code that runs (:func:`inductor_fx_unbacked._logging.graph_source`).
+    """
+
+    def __post_init__(self) -> None:
+        self.source = _logging.graph_source(self.gm, self.compiled_fn)
+        self._path = _logging.write_graph_source(self.source)
+
+    @property
+    def __file__(self) -> str:
+        return self._path
 
 
 class InterpreterFxWrapperCodegen(FxWrapperCodegen):

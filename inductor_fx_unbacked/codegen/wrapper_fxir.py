@@ -94,7 +94,7 @@ class FxKeyPathEmitter:
         return self.graph.call_function(target, args)
 
     def sequence_item(self, value: torch.fx.Node, index: int) -> torch.fx.Node:
-        return self.graph.call_function(operator.getitem, (value, index))
+        return _getitem(self.graph, value, index)
 
     def floor_divide(self, value: torch.fx.Node, divisor: Any) -> torch.fx.Node:
         divisor_arg = self.converter._generate_sym_node(_as_sympy(divisor))
@@ -183,6 +183,16 @@ def deduplicating_graph_inputs(generate_inputs: Any) -> Any:
     return _generate_graph_inputs
 
 
+def _getitem(graph: torch.fx.Graph, value: torch.fx.Node, index: int) -> torch.fx.Node:
+    """``value[index]``, reusing the node that reads it if there is one: a symbol
+    defined from an output (``u0 = cond[0].size(0)``) and the output itself read
+    the same item."""
+    for user in value.users:
+        if user.target is operator.getitem and user.args == (value, index):
+            return user
+    return graph.call_function(operator.getitem, (value, index))
+
+
 def _generate_multi_output(self: FxConverter, line: Any) -> None:
     """One output of a multi-output kernel: a ``getitem`` for every index.
 
@@ -192,7 +202,7 @@ def _generate_multi_output(self: FxConverter, line: Any) -> None:
     assert isinstance(line, MultiOutputLine), type(line)
     node = self.buffer_to_node[line.arg_name]
     for _, index in line.indices:
-        node = self.gm.graph.call_function(operator.getitem, (node, index))
+        node = _getitem(self.gm.graph, node, index)
     if line.indices:
         node.name = line.result_name
     self.buffer_to_node[line.result_name] = node
