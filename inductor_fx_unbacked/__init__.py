@@ -31,6 +31,7 @@ _LAZY = {
     "fx_backend": "api",
     "recording_graphs": "api",
     "strip_runtime_asserts": "api",
+    "NoUnbackedSymbolWarning": "api",
     "InterpreterNotEnabledError": "interpreter",
     "InterpreterUnsupportedError": "interpreter",
 }

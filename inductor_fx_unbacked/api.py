@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import logging
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._dynamo.utils import counters
 from torch._inductor import config
 from torch._inductor.codegen import common
 from torch._inductor.codegen.common import FileBackedGraphModule
@@ -224,8 +227,12 @@ def device_type(device: str | torch.device) -> str:
     for CUDA, one that this machine has."""
     try:
         kind = torch.device(device).type
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"fx_backend got {device!r}, which is not a device: {e}") from None
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"fx_backend got {device!r}, which is not a device: it supports "
+            f"{' and '.join(map(repr, SUPPORTED_DEVICES))} (a device type, or a device such "
+            f"as 'cuda:1'){_did_you_mean(device)}"
+        ) from None
     if kind not in SUPPORTED_DEVICES:
         raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
     if kind == "cuda" and not torch.cuda.is_available():
@@ -235,6 +242,20 @@ def device_type(device: str | torch.device) -> str:
             "use fx_backend('cpu') to run Triton kernels in Triton's interpreter"
         )
     return kind
+
+
+#: Names people use for a GPU, which torch calls "cuda" (on AMD GPUs too).
+_GPU_NAMES = ("gpu", "nvidia", "amd", "rocm", "triton")
+
+
+def _did_you_mean(device: Any) -> str:
+    if not isinstance(device, str):
+        return ""
+    name = device.split(":")[0].strip().lower()
+    if name in _GPU_NAMES:
+        return f"; for a GPU, use {'cuda' + device.strip()[len(name) :]!r}"
+    close = difflib.get_close_matches(name, SUPPORTED_DEVICES, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _restore_registration(device: str) -> Callable[[], None]:
@@ -283,12 +304,40 @@ def capture_fx_graphs(
     if not callable(fn):
         raise TypeError(f"capture_fx_graphs needs a function or module to compile, not {fn!r}")
     device = device_type(device or default_device())
+    breaks_before = dict(counters["graph_break"])
     with fx_backend(device), recording_graphs() as graphs:
         torch._dynamo.reset()
         outputs = torch.compile(fn, **compile_kwargs)(*args)
     if not graphs:
         raise RuntimeError(_why_no_graph(fn, args, device, compile_kwargs))
+    breaks = [
+        reason
+        for reason, count in counters["graph_break"].items()
+        if count > breaks_before.get(reason, 0)
+    ]
+    if breaks and not any(_defined_symbols(gm) for gm in graphs):
+        warnings.warn(NoUnbackedSymbolWarning(_why_no_symbol(fn, breaks)), stacklevel=2)
     return CapturedGraphs(outputs, graphs)
+
+
+class NoUnbackedSymbolWarning(UserWarning):
+    """A capture defines no unbacked symbol because Dynamo split the function."""
+
+
+def _defined_symbols(gm: torch.fx.GraphModule) -> list[Any]:
+    return [node for node in gm.graph.nodes if node.meta.get("unbacked_symbol") is not None]
+
+
+def _why_no_symbol(fn: Any, breaks: list[str]) -> str:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    reasons = "; ".join(sorted({reason.strip().splitlines()[0] for reason in breaks}))
+    return (
+        f"capture_fx_graphs({name}) defines no unbacked symbol: Dynamo split the function "
+        f"at a graph break ({reasons}), so the data-dependent operation ran eagerly. "
+        "Pass fullgraph=True to see the error at the break; for nonzero, boolean masks "
+        "and unique, set torch._dynamo.config.capture_dynamic_output_shape_ops = True, "
+        "and for .item(), torch._dynamo.config.capture_scalar_outputs = True."
+    )
 
 
 def _why_no_graph(fn: Any, args: tuple[Any, ...], device: str, compile_kwargs: dict) -> str:

@@ -43,6 +43,31 @@ def test_capture_for_cuda_without_cuda():
         ifx.capture_fx_graphs(lambda x: x * 2, torch.ones(3), device="cuda", fullgraph=True)
 
 
+@needs_interpreter
+@pytest.mark.parametrize(
+    "program",
+    [lambda x: x.nonzero() * 2, lambda x: x[x > 0] + 1],
+    ids=["nonzero", "boolean_mask"],
+)
+def test_capture_split_by_dynamo_warns_that_no_symbol_is_defined(program):
+    x = torch.tensor([1.0, -2.0, 3.0, 0.0])
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=False):
+        with pytest.warns(ifx.NoUnbackedSymbolWarning) as record:
+            captured = ifx.capture_fx_graphs(program, x, device="cpu")
+    assert torch.equal(captured.outputs, program(x))
+    (warning,) = [w for w in record if issubclass(w.category, ifx.NoUnbackedSymbolWarning)]
+    message = str(warning.message)
+    assert "defines no unbacked symbol: Dynamo split the function" in message
+    assert "fullgraph=True" in message
+    assert "capture_dynamic_output_shape_ops = True" in message
+
+
+@needs_interpreter
+def test_capture_of_a_program_without_data_dependent_sizes_does_not_warn(recwarn):
+    ifx.capture_fx_graphs(lambda x: x * 2, torch.ones(3), device="cpu")
+    assert not [w for w in recwarn if issubclass(w.category, ifx.NoUnbackedSymbolWarning)]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
