@@ -191,6 +191,7 @@ def fx_backend(
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
     if device == "cpu":
         require_interpreter()
+        _overlay.fix_interpreter()
     common.init_backend_registration()
     with contextlib.ExitStack() as stack:
         if not _overlay.is_enabled():

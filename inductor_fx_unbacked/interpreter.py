@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import os
 import re
+import sys
 import time
 import warnings
 import weakref
@@ -77,8 +78,8 @@ def check_interpretable(kernel_name: str, kernel_body: str) -> None:
 
 
 def require_interpreter() -> None:
-    """Raise unless ``TRITON_INTERPRET=1`` is in the environment; then make sure the
-    interpreter runs under the installed NumPy."""
+    """Raise :class:`InterpreterNotEnabledError` unless ``TRITON_INTERPRET=1`` is in
+    the environment."""
     if os.environ.get(INTERPRET_ENV) != "1":
         raise InterpreterNotEnabledError(
             "the FX backend on CPU runs Triton kernels with Triton's interpreter, "
@@ -86,9 +87,25 @@ def require_interpreter() -> None:
             f"imported; start Python with {INTERPRET_ENV}=1 "
             "(python -m inductor_fx_unbacked demo sets it itself)"
         )
-    from ._overlay import fix_interpreter
+    if _jitted_before_interpret():
+        raise InterpreterNotEnabledError(
+            f"{INTERPRET_ENV}=1 was set after Triton was imported: Triton's own "
+            "@triton.jit helpers (tl.sum, tl.max, tl.cumsum, ...) were then made for a "
+            'GPU, and an interpreted kernel that calls them fails with "Cannot call '
+            f"@triton.jit'd outside of the scope of a kernel\"; set {INTERPRET_ENV}=1 "
+            "before anything imports Triton"
+        )
 
-    fix_interpreter()
+
+def _jitted_before_interpret() -> bool:
+    """Whether Triton's standard library was jitted for a GPU (``TRITON_INTERPRET``
+    was unset when Triton was imported): ``@triton.jit`` reads it when it runs."""
+    standard = sys.modules.get("triton.language.standard")
+    if standard is None:
+        return False
+    from triton.runtime.jit import JITFunction
+
+    return any(isinstance(value, JITFunction) for value in vars(standard).values())
 
 
 def _make_driver() -> Any:

@@ -1,6 +1,8 @@
 """Misuse gets an error that says what is wrong."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -8,6 +10,7 @@ import torch
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.__main__ import main
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_interpreter = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") != "1", reason="CPU mode needs TRITON_INTERPRET=1"
@@ -104,3 +107,21 @@ def test_libdevice_in_cpu_mode_is_refused_at_compile_time():
         compiled = torch.compile(lambda x: x.exp() * 2, fullgraph=True)
         with pytest.raises(Exception, match=r"calls libdevice\.exp, which Triton's interpreter"):
             compiled(torch.randn(8))
+
+
+def test_interpret_set_after_triton_was_imported_is_refused():
+    """Triton jits its own helpers (tl.sum, ...) when it is imported; set later, the
+    interpreter cannot call them, so CPU mode says so instead of failing in a kernel."""
+    program = (
+        "import os, triton, inductor_fx_unbacked as ifx\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "with ifx.fx_backend('cpu'):\n"
+        "    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1
+    assert "InterpreterNotEnabledError: TRITON_INTERPRET=1 was set after Triton" in result.stderr

@@ -135,18 +135,16 @@ def is_fx_wrapper(wrapper: Any) -> bool:
 def captured_lines(wrapper: PythonWrapperCodegen) -> Iterator[list[Any]]:
     """Collect what ``wrapper.writeline`` receives inside, instead of writing it."""
     lines: list[Any] = []
-    previous = wrapper.__dict__.get("writeline", _MISSING)
+    had_own = "writeline" in wrapper.__dict__
+    previous = wrapper.__dict__.get("writeline")
     wrapper.writeline = lines.append  # type: ignore[method-assign]
     try:
         yield lines
     finally:
-        if previous is _MISSING:
-            del wrapper.writeline
-        else:
+        if had_own:
             wrapper.writeline = previous  # type: ignore[method-assign]
-
-
-_MISSING = object()
+        else:
+            del wrapper.writeline
 
 
 def _replay(wrapper: PythonWrapperCodegen, code: IndentedBuffer, lines: list[Any]) -> None:
