@@ -35,18 +35,22 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
+from torch._inductor.codegen.wrapper import KernelDefinitionLine
 from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
 from . import _compat
 from .codegen.wrapper_fxir import kernel_source_of, load_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
+
+#: A function of Triton's interpreter that a wrapper below keeps the signature of.
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class InterpreterNotEnabledError(RuntimeError):
@@ -191,15 +195,16 @@ class InterpretedCompileResult:
     config: Any
 
 
-def patch_lang_tensor(original: Any) -> Any:
+def patch_lang_tensor(original: F) -> F:
     """Wrap the interpreter's ``_patch_lang_tensor`` so that ``tl.tensor.__index__``
     accepts the one-element arrays that scalars are.
 
-    Triton 3.6 converts with ``int(array)``, which NumPy 2.4 refuses for arrays of
-    one dimension (``only 0-dimensional arrays can be converted to Python
-    scalars``) on every loop with a runtime bound; Triton 3.7+ squeezes first, as
-    this does. The interpreter restores the attribute with the rest of its
-    patches after each launch.
+    Converting with ``int(array)`` fails under NumPy 2.4 for arrays of one
+    dimension (``only 0-dimensional arrays can be converted to Python scalars``)
+    on every loop with a runtime bound; this squeezes first. Installed only on the
+    Triton releases that need it (``_compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE``).
+    The interpreter restores the attribute with the rest of its patches after
+    each launch.
     """
 
     @functools.wraps(original)
@@ -210,15 +215,15 @@ def patch_lang_tensor(original: Any) -> Any:
     return _patch_lang_tensor
 
 
-def contiguous_operands(original: Any) -> Any:
+def contiguous_operands(original: F) -> F:
     """Wrap an ``InterpreterBuilder`` atomic so that its operands are contiguous.
 
     Triton's semantic layer broadcasts a scalar value to the pointer's shape, which
     in the interpreter is a NumPy view with stride 0; the interpreter's C++ atomics
     read their operands as contiguous arrays, so ``tl.atomic_add(ptrs, scalar)``
     (Inductor's ``index_put`` with accumulation, e.g. the backward of an indexing)
-    stored whatever memory followed the scalar. Found by the corpus on Triton 3.6
-    to 3.9.
+    stored whatever memory followed the scalar (found by the corpus; the releases
+    it affects are in docs/upstream.md).
     """
     from triton.runtime.interpreter import TensorHandle
 
@@ -234,7 +239,7 @@ def contiguous_operands(original: Any) -> Any:
     return atomic
 
 
-def converting_floats(original: Any) -> Any:
+def converting_floats(original: F) -> F:
     """Wrap the interpreter's ``_implicit_cvt`` so that a float argument becomes a
     scalar tensor, as an int does.
 
@@ -260,7 +265,7 @@ def converting_floats(original: Any) -> Any:
 class InterpreterFxConverter(FxConverter):
     """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
 
-    def _generate_kernel_definition(self, line: Any) -> None:
+    def _generate_kernel_definition(self, line: KernelDefinitionLine) -> None:
         check_interpretable(line.kernel_name, line.kernel_body)
         tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=True))
         self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
