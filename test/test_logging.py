@@ -57,10 +57,10 @@ def test_output_code_shows_the_fx_graph_and_a_file_that_exists(
         captured = ifx.capture_fx_graphs(masked, torch.tensor([1.0, -2.0, 3.0]), device="cpu")
     (gm,) = captured.graphs
     (shown,) = [m for m in output_code_records if m.startswith("Output code (FX graph)")]
-    # The graph as it is, and the lowered code the runner runs.
+    # The graph as it is, and the straight-line code that runs it.
     assert gm.code.strip() in shown
-    assert "# How it runs: inductor_fx_unbacked.runner.lower(gm).code" in shown
-    assert "inductor_fx_unbacked_runner_" in shown
+    assert "# What runs: inductor_fx_unbacked.straightline.compile_lowered(gm)" in shown
+    assert "def lowered_forward(" in shown
     (written,) = [m for m in output_code_records if m.startswith("Output code written to: ")]
     path = pathlib.Path(written.removeprefix("Output code written to: "))
     assert path.is_relative_to(tmp_path)
