@@ -15,8 +15,10 @@ from torch._inductor.codecache import output_code_log
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import _logging
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_interpreter = pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") != "1", reason="CPU mode needs TRITON_INTERPRET=1"
+    DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1",
+    reason="CPU mode needs TRITON_INTERPRET=1",
 )
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -54,7 +56,7 @@ def test_output_code_shows_the_fx_graph_and_a_file_that_exists(
 ):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        captured = ifx.capture_fx_graphs(masked, torch.tensor([1.0, -2.0, 3.0]), device="cpu")
+        captured = ifx.capture_fx_graphs(masked, torch.tensor([1.0, -2.0, 3.0], device=DEVICE))
     (gm,) = captured.graphs
     (shown,) = [m for m in output_code_records if m.startswith("Output code (FX graph)")]
     # The graph as it is, and the straight-line code that runs it.
@@ -73,7 +75,7 @@ def test_output_code_shows_cond_branches_with_the_graph_that_holds_them(output_c
         return torch.cond(x.sum() > 0, lambda y: y[1:] * 2, lambda y: y[2:] + 1, (x,))
 
     captured = ifx.capture_fx_graphs(
-        branches, torch.tensor([1.0, -2.0, 3.0]), device="cpu", fullgraph=True, dynamic=True
+        branches, torch.tensor([1.0, -2.0, 3.0], device=DEVICE), fullgraph=True, dynamic=True
     )
     *subgraphs, gm = captured.graphs
     (shown,) = [m for m in output_code_records if m.startswith("Output code (FX graph)")]
@@ -105,7 +107,8 @@ import inductor_fx_unbacked as ifx
 
 torch._dynamo.config.capture_dynamic_output_shape_ops = True
 logging.getLogger("inductor_fx_unbacked.test").info("the package logs at INFO")
-ifx.capture_fx_graphs(lambda x: x[x > 0] * 2, torch.tensor([1.0, -2.0, 3.0]), device="cpu")
+device = "cuda" if torch.cuda.is_available() else "cpu"
+ifx.capture_fx_graphs(lambda x: x[x > 0] * 2, torch.tensor([1.0, -2.0, 3.0], device=device))
 """
 
 
