@@ -44,6 +44,8 @@ def tests(session: nox.Session, torch: str) -> None:
         "import torch, triton, numpy; print('torch', torch.__version__, "
         "'triton', triton.__version__, 'numpy', numpy.__version__)",
     )
+    # Two pytest-xdist workers by default; arguments after -- replace them.
+    pytest_args = session.posargs or ["-n", "2"]
     session.run(
-        "python", "-m", "pytest", *session.posargs, env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+        "python", "-m", "pytest", *pytest_args, env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     )

@@ -27,13 +27,17 @@ def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    out = pathlib.Path(sys.argv[1])
+    return run_tests("Issue 13 defect tests on the GPU", TESTS, pathlib.Path(sys.argv[1]))
+
+
+def run_tests(title: str, tests: list[str], out: pathlib.Path) -> int:
+    """Run ``tests`` with caches off on the GPU and write the results to ``out``."""
     import torch
     import triton
 
     env = {**os.environ, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     env.pop("TRITON_INTERPRET", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *TESTS]
+    command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *tests]
     started = datetime.datetime.now()
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=480)
     seconds = (datetime.datetime.now() - started).total_seconds()
@@ -41,7 +45,7 @@ def main() -> int:
     summary = (re.findall(r"^=*\s*(\d+ (?:passed|failed).*?) in [\d.]+s", log, re.M) or ["?"])[-1]
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     lines = [
-        "# Issue 13 defect tests on the GPU",
+        f"# {title}",
         "",
         f"- Date: {started:%Y-%m-%d %H:%M}. Device: {gpu} ({torch.cuda.device_count()} visible).",
         f"- torch {torch.__version__}, Triton {triton.__version__}, "

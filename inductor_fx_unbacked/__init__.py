@@ -12,6 +12,7 @@ the names that need Inductor's codegen load on first use.
 import importlib
 from typing import Any
 
+from ._logging import register_log as _register_log
 from ._overlay import (
     SUPPORTED_TORCH,
     UnsupportedTorchVersionError,
@@ -22,12 +23,15 @@ from ._overlay import (
 
 __version__ = "0.1.0"
 
+_register_log()
+
 _LAZY = {
     "CapturedGraphs": "api",
     "capture_fx_graphs": "api",
     "fx_backend": "api",
     "recording_graphs": "api",
     "strip_runtime_asserts": "api",
+    "NoUnbackedSymbolWarning": "api",
     "InterpreterNotEnabledError": "interpreter",
     "InterpreterUnsupportedError": "interpreter",
 }

@@ -17,6 +17,7 @@ from torch._higher_order_ops import triton_kernel_wrap
 from torch._inductor import config, ir
 from torch._inductor import custom_graph_pass as _custom_graph_pass
 from torch._inductor.codegen import wrapper as _wrapper
+from torch._inductor.runtime import runtime_utils
 from torch._inductor.sizevars import SizeVarAllocator
 from torch._library import triton as triton_library
 
@@ -86,6 +87,20 @@ else:
 
     def skips_scalar_assert(node: Any) -> bool:
         return False
+
+
+# Dtype checks of extern kernel outputs. Torch 2.14+ writes
+# ``assert_tensor_metadata(...)`` where 2.10 to 2.13 write ``assert_size_stride``,
+# and has the function the Python wrapper calls for it; 2.10 to 2.13 never need it.
+if hasattr(runtime_utils, "assert_tensor_metadata"):
+    assert_tensor_metadata = runtime_utils.assert_tensor_metadata
+else:
+
+    def assert_tensor_metadata(*args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "torch 2.10 to 2.13 have no runtime_utils.assert_tensor_metadata; "
+            "their wrappers never check the dtype of an extern kernel's output"
+        )
 
 
 # Triton backend options. Torch 2.14+ carries them to the kernel HOP as

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import logging
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._dynamo.utils import counters
 from torch._inductor import config
 from torch._inductor.codegen import common
 from torch._inductor.codegen.common import FileBackedGraphModule
@@ -16,7 +19,7 @@ from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 from torch._inductor.virtualized import V
 from torch.utils import _pytree as pytree
 
-from . import _overlay, caching
+from . import _logging, _overlay, caching
 from .caching import ArtifactIdentity
 from .interpreter import InterpreterFxConverter, interpreter_driver, require_interpreter
 from .straightline import compile_lowered
@@ -63,7 +66,11 @@ class FxWrapperCodegen(WrapperFxCodegen):
         record_graphs([gm])
         if not self.is_subgraph and not V.graph.aot_mode:
             _store_artifact(gm, self.runner)
-        return FileBackedGraphModule(gm, self.compile_graph(gm)), None
+        compiled = ShownGraphModule(gm, self.compile_graph(gm))
+        if not self.is_subgraph:
+            # A subgraph's code is shown with the graph that holds it.
+            _logging.show_graph(compiled.source, compiled.__file__)
+        return compiled, None
 
     def _convert(self) -> torch.fx.GraphModule:
         return self.converter_class(
@@ -104,6 +111,24 @@ def _store_artifact(gm: torch.fx.GraphModule, runner: str) -> None:
         source = caching.unstorable_artifact_source(str(e))
     key, path = PyCodeCache.write(source)
     V.graph.cache_key, V.graph.cache_path, V.graph.cache_linemap = key, path, []
+
+
+class ShownGraphModule(FileBackedGraphModule):
+    """Upstream's compiled FX graph, whose file holds the graph's code and stays.
+
+    Inductor logs this file as "Output code written to"; upstream's temporary
+    file is deleted when the process ends. Ours is in Inductor's cache dir, as
+    the Python wrapper's code is, and holds the graph, its subgraphs and the
+    lowered code that runs (:func:`inductor_fx_unbacked._logging.graph_source`).
+    """
+
+    def __post_init__(self) -> None:
+        self.source = _logging.graph_source(self.gm, self.compiled_fn)
+        self._path = _logging.write_graph_source(self.source)
+
+    @property
+    def __file__(self) -> str:
+        return self._path
 
 
 class InterpreterFxWrapperCodegen(FxWrapperCodegen):
@@ -166,6 +191,7 @@ def fx_backend(
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
     if device == "cpu":
         require_interpreter()
+        _overlay.fix_interpreter()
     common.init_backend_registration()
     with contextlib.ExitStack() as stack:
         if not _overlay.is_enabled():
@@ -202,8 +228,12 @@ def device_type(device: str | torch.device) -> str:
     for CUDA, one that this machine has."""
     try:
         kind = torch.device(device).type
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"fx_backend got {device!r}, which is not a device: {e}") from None
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"fx_backend got {device!r}, which is not a device: it supports "
+            f"{' and '.join(map(repr, SUPPORTED_DEVICES))} (a device type, or a device such "
+            f"as 'cuda:1'){_did_you_mean(device)}"
+        ) from None
     if kind not in SUPPORTED_DEVICES:
         raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
     if kind == "cuda" and not torch.cuda.is_available():
@@ -213,6 +243,20 @@ def device_type(device: str | torch.device) -> str:
             "use fx_backend('cpu') to run Triton kernels in Triton's interpreter"
         )
     return kind
+
+
+#: Names people use for a GPU, which torch calls "cuda" (on AMD GPUs too).
+_GPU_NAMES = ("gpu", "nvidia", "amd", "rocm", "triton")
+
+
+def _did_you_mean(device: Any) -> str:
+    if not isinstance(device, str):
+        return ""
+    name = device.split(":")[0].strip().lower()
+    if name in _GPU_NAMES:
+        return f"; for a GPU, use {'cuda' + device.strip()[len(name) :]!r}"
+    close = difflib.get_close_matches(name, SUPPORTED_DEVICES, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _restore_registration(device: str) -> Callable[[], None]:
@@ -261,12 +305,40 @@ def capture_fx_graphs(
     if not callable(fn):
         raise TypeError(f"capture_fx_graphs needs a function or module to compile, not {fn!r}")
     device = device_type(device or default_device())
+    breaks_before = dict(counters["graph_break"])
     with fx_backend(device), recording_graphs() as graphs:
         torch._dynamo.reset()
         outputs = torch.compile(fn, **compile_kwargs)(*args)
     if not graphs:
         raise RuntimeError(_why_no_graph(fn, args, device, compile_kwargs))
+    breaks = [
+        reason
+        for reason, count in counters["graph_break"].items()
+        if count > breaks_before.get(reason, 0)
+    ]
+    if breaks and not any(_defined_symbols(gm) for gm in graphs):
+        warnings.warn(NoUnbackedSymbolWarning(_why_no_symbol(fn, breaks)), stacklevel=2)
     return CapturedGraphs(outputs, graphs)
+
+
+class NoUnbackedSymbolWarning(UserWarning):
+    """A capture defines no unbacked symbol because Dynamo split the function."""
+
+
+def _defined_symbols(gm: torch.fx.GraphModule) -> list[Any]:
+    return [node for node in gm.graph.nodes if node.meta.get("unbacked_symbol") is not None]
+
+
+def _why_no_symbol(fn: Any, breaks: list[str]) -> str:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    reasons = "; ".join(sorted({reason.strip().splitlines()[0] for reason in breaks}))
+    return (
+        f"capture_fx_graphs({name}) defines no unbacked symbol: Dynamo split the function "
+        f"at a graph break ({reasons}), so the data-dependent operation ran eagerly. "
+        "Pass fullgraph=True to see the error at the break; for nonzero, boolean masks "
+        "and unique, set torch._dynamo.config.capture_dynamic_output_shape_ops = True, "
+        "and for .item(), torch._dynamo.config.capture_scalar_outputs = True."
+    )
 
 
 def _why_no_graph(fn: Any, args: tuple[Any, ...], device: str, compile_kwargs: dict) -> str:

@@ -31,21 +31,26 @@ import dataclasses
 import functools
 import os
 import re
+import sys
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
+from torch._inductor.codegen.wrapper import KernelDefinitionLine
 from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
 from . import _compat
 from .codegen.wrapper_fxir import kernel_source_of, load_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
+
+#: A function of Triton's interpreter that a wrapper below keeps the signature of.
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class InterpreterNotEnabledError(RuntimeError):
@@ -77,8 +82,8 @@ def check_interpretable(kernel_name: str, kernel_body: str) -> None:
 
 
 def require_interpreter() -> None:
-    """Raise unless ``TRITON_INTERPRET=1`` is in the environment; then make sure the
-    interpreter runs under the installed NumPy."""
+    """Raise :class:`InterpreterNotEnabledError` unless ``TRITON_INTERPRET=1`` is in
+    the environment."""
     if os.environ.get(INTERPRET_ENV) != "1":
         raise InterpreterNotEnabledError(
             "the FX backend on CPU runs Triton kernels with Triton's interpreter, "
@@ -86,9 +91,25 @@ def require_interpreter() -> None:
             f"imported; start Python with {INTERPRET_ENV}=1 "
             "(python -m inductor_fx_unbacked demo sets it itself)"
         )
-    from ._overlay import fix_interpreter
+    if _jitted_before_interpret():
+        raise InterpreterNotEnabledError(
+            f"{INTERPRET_ENV}=1 was set after Triton was imported: Triton's own "
+            "@triton.jit helpers (tl.sum, tl.max, tl.cumsum, ...) were then made for a "
+            'GPU, and an interpreted kernel that calls them fails with "Cannot call '
+            f"@triton.jit'd outside of the scope of a kernel\"; set {INTERPRET_ENV}=1 "
+            "before anything imports Triton"
+        )
 
-    fix_interpreter()
+
+def _jitted_before_interpret() -> bool:
+    """Whether Triton's standard library was jitted for a GPU (``TRITON_INTERPRET``
+    was unset when Triton was imported): ``@triton.jit`` reads it when it runs."""
+    standard = sys.modules.get("triton.language.standard")
+    if standard is None:
+        return False
+    from triton.runtime.jit import JITFunction
+
+    return any(isinstance(value, JITFunction) for value in vars(standard).values())
 
 
 def _make_driver() -> Any:
@@ -174,15 +195,16 @@ class InterpretedCompileResult:
     config: Any
 
 
-def patch_lang_tensor(original: Any) -> Any:
+def patch_lang_tensor(original: F) -> F:
     """Wrap the interpreter's ``_patch_lang_tensor`` so that ``tl.tensor.__index__``
     accepts the one-element arrays that scalars are.
 
-    Triton 3.6 converts with ``int(array)``, which NumPy 2.4 refuses for arrays of
-    one dimension (``only 0-dimensional arrays can be converted to Python
-    scalars``) on every loop with a runtime bound; Triton 3.7+ squeezes first, as
-    this does. The interpreter restores the attribute with the rest of its
-    patches after each launch.
+    Converting with ``int(array)`` fails under NumPy 2.4 for arrays of one
+    dimension (``only 0-dimensional arrays can be converted to Python scalars``)
+    on every loop with a runtime bound; this squeezes first. Installed only on the
+    Triton releases that need it (``_compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE``).
+    The interpreter restores the attribute with the rest of its patches after
+    each launch.
     """
 
     @functools.wraps(original)
@@ -193,15 +215,15 @@ def patch_lang_tensor(original: Any) -> Any:
     return _patch_lang_tensor
 
 
-def contiguous_operands(original: Any) -> Any:
+def contiguous_operands(original: F) -> F:
     """Wrap an ``InterpreterBuilder`` atomic so that its operands are contiguous.
 
     Triton's semantic layer broadcasts a scalar value to the pointer's shape, which
     in the interpreter is a NumPy view with stride 0; the interpreter's C++ atomics
     read their operands as contiguous arrays, so ``tl.atomic_add(ptrs, scalar)``
     (Inductor's ``index_put`` with accumulation, e.g. the backward of an indexing)
-    stored whatever memory followed the scalar. Found by the corpus on Triton 3.6
-    to 3.9.
+    stored whatever memory followed the scalar (found by the corpus; the releases
+    it affects are in docs/upstream.md).
     """
     from triton.runtime.interpreter import TensorHandle
 
@@ -217,7 +239,7 @@ def contiguous_operands(original: Any) -> Any:
     return atomic
 
 
-def converting_floats(original: Any) -> Any:
+def converting_floats(original: F) -> F:
     """Wrap the interpreter's ``_implicit_cvt`` so that a float argument becomes a
     scalar tensor, as an int does.
 
@@ -243,7 +265,7 @@ def converting_floats(original: Any) -> Any:
 class InterpreterFxConverter(FxConverter):
     """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
 
-    def _generate_kernel_definition(self, line: Any) -> None:
+    def _generate_kernel_definition(self, line: KernelDefinitionLine) -> None:
         check_interpretable(line.kernel_name, line.kernel_body)
         tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=True))
         self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)

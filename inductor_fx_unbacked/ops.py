@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import torch
 from torch._C._dynamo import guards
 
+from . import _compat
+
 
 @torch.library.custom_op("fx_unbacked::assert_size_stride", mutates_args=())
 def assert_size_stride(
@@ -77,11 +79,9 @@ def assert_tensor_metadata(
     op_name: str,
     dep_token: torch.Tensor,
 ) -> torch.Tensor:
-    """Raise unless ``tensor`` has this dtype, size and stride (torch 2.14+ checks the
-    dtype of extern kernel outputs too)."""
-    from torch._inductor.runtime.runtime_utils import assert_tensor_metadata
-
-    assert_tensor_metadata(tensor, tuple(size), tuple(stride), dtype, op_name)
+    """Raise unless ``tensor`` has this dtype, size and stride, as the Python wrapper
+    checks an extern kernel's output where upstream checks its dtype too."""
+    _compat.assert_tensor_metadata(tensor, tuple(size), tuple(stride), dtype, op_name)
     return new_token(dep_token)
 
 

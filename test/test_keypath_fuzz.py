@@ -164,6 +164,9 @@ def outcome(fn, value, keypath):
 @settings(
     max_examples=1000,
     derandomize=True,
+    # No example database: derandomized runs replay nothing, and pytest-xdist
+    # workers would share the directory.
+    database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -183,7 +186,7 @@ def test_the_strategy_reaches_every_entry():
     """The fuzzer is only as good as what it generates: every entry kind appears."""
     seen = set()
 
-    @settings(max_examples=300, derandomize=True, deadline=None)
+    @settings(max_examples=300, derandomize=True, deadline=None, database=None)
     @given(paths())
     def collect(case):
         _, keypath = case

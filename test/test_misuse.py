@@ -1,6 +1,8 @@
 """Misuse gets an error that says what is wrong."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -8,6 +10,7 @@ import torch
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.__main__ import main
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_interpreter = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") != "1", reason="CPU mode needs TRITON_INTERPRET=1"
@@ -41,6 +44,31 @@ def test_capture_of_tensors_on_another_device():
 def test_capture_for_cuda_without_cuda():
     with pytest.raises(RuntimeError, match="has no CUDA device"):
         ifx.capture_fx_graphs(lambda x: x * 2, torch.ones(3), device="cuda", fullgraph=True)
+
+
+@needs_interpreter
+@pytest.mark.parametrize(
+    "program",
+    [lambda x: x.nonzero() * 2, lambda x: x[x > 0] + 1],
+    ids=["nonzero", "boolean_mask"],
+)
+def test_capture_split_by_dynamo_warns_that_no_symbol_is_defined(program):
+    x = torch.tensor([1.0, -2.0, 3.0, 0.0])
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=False):
+        with pytest.warns(ifx.NoUnbackedSymbolWarning) as record:
+            captured = ifx.capture_fx_graphs(program, x, device="cpu")
+    assert torch.equal(captured.outputs, program(x))
+    (warning,) = [w for w in record if issubclass(w.category, ifx.NoUnbackedSymbolWarning)]
+    message = str(warning.message)
+    assert "defines no unbacked symbol: Dynamo split the function" in message
+    assert "fullgraph=True" in message
+    assert "capture_dynamic_output_shape_ops = True" in message
+
+
+@needs_interpreter
+def test_capture_of_a_program_without_data_dependent_sizes_does_not_warn(recwarn):
+    ifx.capture_fx_graphs(lambda x: x * 2, torch.ones(3), device="cpu")
+    assert not [w for w in recwarn if issubclass(w.category, ifx.NoUnbackedSymbolWarning)]
 
 
 @pytest.mark.parametrize(
@@ -79,3 +107,21 @@ def test_libdevice_in_cpu_mode_is_refused_at_compile_time():
         compiled = torch.compile(lambda x: x.exp() * 2, fullgraph=True)
         with pytest.raises(Exception, match=r"calls libdevice\.exp, which Triton's interpreter"):
             compiled(torch.randn(8))
+
+
+def test_interpret_set_after_triton_was_imported_is_refused():
+    """Triton jits its own helpers (tl.sum, ...) when it is imported; set later, the
+    interpreter cannot call them, so CPU mode says so instead of failing in a kernel."""
+    program = (
+        "import os, triton, inductor_fx_unbacked as ifx\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "with ifx.fx_backend('cpu'):\n"
+        "    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1
+    assert "InterpreterNotEnabledError: TRITON_INTERPRET=1 was set after Triton" in result.stderr

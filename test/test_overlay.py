@@ -148,3 +148,18 @@ def test_not_a_device_is_refused():
     with pytest.raises(ValueError, match="'gpu0', which is not a device"):
         with ifx.fx_backend("gpu0"):
             pass
+
+
+@pytest.mark.parametrize(
+    ("device", "suggestion"),
+    [("gpu", "use 'cuda'"), ("gpu:1", "use 'cuda:1'"), ("cdua", "did you mean 'cuda'?")],
+)
+def test_a_gpu_named_otherwise_gets_cuda_suggested(device, suggestion):
+    with pytest.raises(ValueError) as e:
+        with ifx.fx_backend(device):
+            pass
+    message = str(e.value)
+    assert suggestion in message
+    # The supported devices, not every device type torch knows.
+    assert "it supports 'cuda' and 'cpu'" in message
+    assert "mkldnn" not in message

@@ -27,7 +27,7 @@ from .._compat import assert_name, is_alignment_assert, skips_scalar_assert
 from .keypath import CppTextEmitter, PythonTextEmitter, define_symbol
 
 if TYPE_CHECKING:
-    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.codegen.wrapper import FxConversionFunc, PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter
     from torch._inductor.utils import IndentedBuffer
 
@@ -135,18 +135,16 @@ def is_fx_wrapper(wrapper: Any) -> bool:
 def captured_lines(wrapper: PythonWrapperCodegen) -> Iterator[list[Any]]:
     """Collect what ``wrapper.writeline`` receives inside, instead of writing it."""
     lines: list[Any] = []
-    previous = wrapper.__dict__.get("writeline", _MISSING)
+    had_own = "writeline" in wrapper.__dict__
+    previous = wrapper.__dict__.get("writeline")
     wrapper.writeline = lines.append  # type: ignore[method-assign]
     try:
         yield lines
     finally:
-        if previous is _MISSING:
-            del wrapper.writeline
-        else:
+        if had_own:
             wrapper.writeline = previous  # type: ignore[method-assign]
-
-
-_MISSING = object()
+        else:
+            del wrapper.writeline
 
 
 def _replay(wrapper: PythonWrapperCodegen, code: IndentedBuffer, lines: list[Any]) -> None:
@@ -171,7 +169,7 @@ class ScalarAssertLine(WrapperLine):
         self.wrapper.writeline(f"    raise RuntimeError({self.node.msg!r})")
         self.wrapper.writeline(f"{self.node.get_name()} = None")
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_scalar_assert
 
 
@@ -207,7 +205,7 @@ class SizeStrideAssertLine(WrapperLine):
     def codegen(self, code: IndentedBuffer) -> None:
         _replay(self.wrapper, code, self.upstream_lines)
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_size_stride_assert
 
 
@@ -222,8 +220,8 @@ def codegen_size_asserts(original: Callable[..., None]) -> Callable[..., None]:
         with captured_lines(wrapper) as written:
             original(self, wrapper)
         if written:
-            # Torch 2.13+ lines name the buffer upstream checks, and 2.14+ lines
-            # carry the dtype upstream decided to check.
+            # Newer releases' lines name the buffer upstream checks, and lines where upstream
+            # checks the dtype too carry it.
             name = getattr(written[0], "name", None) or assert_name(self)
             dtype = getattr(written[0], "dtype", None)
             wrapper.writeline(SizeStrideAssertLine(wrapper, self, name, dtype, written))
@@ -242,7 +240,7 @@ class AlignmentAssertLine(WrapperLine):
     def codegen(self, code: IndentedBuffer) -> None:
         _replay(self.wrapper, code, self.upstream_lines)
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_alignment_assert
 
 
@@ -284,7 +282,7 @@ class DynamicSelectIndexLine(WrapperLine):
             f"{node.base_offset} + {node.base_dim_stride} * ({index})"
         )
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_dynamic_select_index
 
 
@@ -328,7 +326,7 @@ class DynamicSliceSizeLine(WrapperLine):
             length = f"({length} + {step} - 1) // {step}"
         self.wrapper.writeline(f"{symbol} = max(0, {length})")
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_dynamic_slice_size
 
 
@@ -356,7 +354,7 @@ class WhileLoopLine(WrapperLine):
     def codegen(self, code: IndentedBuffer) -> None:
         raise NotImplementedError("WhileLoopLine is only converted to FX")
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_while_loop
 
 
@@ -379,7 +377,7 @@ class NanCheckLine(WrapperLine):
             self.wrapper.writeline(f"assert not {name}.isnan().any().item()")
             self.wrapper.writeline(f"assert not {name}.isinf().any().item()")
 
-    def codegen_fx(self, converter: FxConverter) -> Any:
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
         return converter._generate_nan_check
 
 

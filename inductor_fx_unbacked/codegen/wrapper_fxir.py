@@ -13,8 +13,8 @@ import inspect
 import logging
 import operator
 import warnings
-from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sympy
 import torch
@@ -66,6 +66,9 @@ aten = torch.ops.aten
 ops = torch.ops.fx_unbacked
 log = logging.getLogger(__name__)
 
+#: An upstream converter method that a wrapper below keeps the signature of.
+F = TypeVar("F", bound=Callable[..., Any])
+
 #: FX targets of the method calls that a KeyPath can contain, by (method, indexed).
 _METHOD_TARGETS = {
     ("size", True): aten.sym_size.int,
@@ -94,7 +97,7 @@ class FxKeyPathEmitter:
         return self.graph.call_function(target, args)
 
     def sequence_item(self, value: torch.fx.Node, index: int) -> torch.fx.Node:
-        return self.graph.call_function(operator.getitem, (value, index))
+        return _getitem(self.graph, value, index)
 
     def floor_divide(self, value: torch.fx.Node, divisor: Any) -> torch.fx.Node:
         divisor_arg = self.converter._generate_sym_node(_as_sympy(divisor))
@@ -116,7 +119,7 @@ def _as_sympy(value: Any) -> Any:
     return value.node.expr if isinstance(value, torch.SymInt) else value
 
 
-def _generate_unbacked_symbol_defs(self: FxConverter, line: Any) -> None:
+def _generate_unbacked_symbol_defs(self: FxConverter, line: UnbackedSymbolDefsLine) -> None:
     """Define each unbacked symbol of the line with FX nodes and register it.
 
     Every node that defines a symbol carries ``meta["unbacked_symbol"]``, and the
@@ -132,7 +135,7 @@ def _generate_unbacked_symbol_defs(self: FxConverter, line: Any) -> None:
             _register_symbol(self, symbol, define_symbol(symbol, keypath, root_node, emitter))
 
 
-def _generate_dynamic_scalar(self: FxConverter, line: Any) -> None:
+def _generate_dynamic_scalar(self: FxConverter, line: DynamicScalarLine) -> None:
     """Define the symbol of ``.item()`` (``ir.DynamicScalar``) on the same KeyPath walk.
 
     The scalar is read with ``aten.item``; the node's KeyPath (empty, a
@@ -149,7 +152,7 @@ def _generate_dynamic_scalar(self: FxConverter, line: Any) -> None:
     _register_symbol(self, ir_node.sym, node)
 
 
-def deduplicating_graph_inputs(generate_inputs: Any) -> Any:
+def deduplicating_graph_inputs(generate_inputs: F) -> F:
     """Wrap ``FxConverter._generate_graph_inputs`` so that no placeholder name repeats.
 
     A subgraph can receive one symbol twice: duck sizing gives equal dims one
@@ -183,7 +186,17 @@ def deduplicating_graph_inputs(generate_inputs: Any) -> Any:
     return _generate_graph_inputs
 
 
-def _generate_multi_output(self: FxConverter, line: Any) -> None:
+def _getitem(graph: torch.fx.Graph, value: torch.fx.Node, index: int) -> torch.fx.Node:
+    """``value[index]``, reusing the node that reads it if there is one: a symbol
+    defined from an output (``u0 = cond[0].size(0)``) and the output itself read
+    the same item."""
+    for user in value.users:
+        if user.target is operator.getitem and user.args == (value, index):
+            return user
+    return graph.call_function(operator.getitem, (value, index))
+
+
+def _generate_multi_output(self: FxConverter, line: MultiOutputLine) -> None:
     """One output of a multi-output kernel: a ``getitem`` for every index.
 
     Upstream applies only the first index, so an output nested in a list (a
@@ -192,13 +205,13 @@ def _generate_multi_output(self: FxConverter, line: Any) -> None:
     assert isinstance(line, MultiOutputLine), type(line)
     node = self.buffer_to_node[line.arg_name]
     for _, index in line.indices:
-        node = self.gm.graph.call_function(operator.getitem, (node, index))
+        node = _getitem(self.gm.graph, node, index)
     if line.indices:
         node.name = line.result_name
     self.buffer_to_node[line.result_name] = node
 
 
-def ignoring_fresh_unbacked_symbols(generate: Any) -> Any:
+def ignoring_fresh_unbacked_symbols(generate: F) -> F:
     """Wrap ``FxConverter.generate`` so that ``meta["val"]`` creates no pending symbols.
 
     The converter fills ``meta["val"]`` by running each node's op on fake values;
@@ -220,7 +233,7 @@ def ignoring_fresh_unbacked_symbols(generate: Any) -> Any:
     return method
 
 
-def materializing_symbolic_args(generate: Any) -> Any:
+def materializing_symbolic_args(generate: F) -> F:
     """Wrap a converter method that emits extern kernel or fallback nodes, so that
     symbolic values in their arguments become FX nodes.
 
@@ -359,7 +372,7 @@ def declared_constexprs(fn: Any) -> list[str]:
     ]
 
 
-def _generate_kernel_definition(self: FxConverter, line: Any) -> None:
+def _generate_kernel_definition(self: FxConverter, line: KernelDefinitionLine) -> None:
     """Import a Triton kernel and put it in the side table that kernel nodes index."""
     tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=False))
     self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
@@ -394,7 +407,9 @@ def tuner_for_kernel(kernel_idx: int) -> CachingAutotuner | None:
     return entry[1]
 
 
-def kernel_source_of(self: FxConverter, line: Any, *, interpreted: bool) -> KernelSource:
+def kernel_source_of(
+    self: FxConverter, line: KernelDefinitionLine, *, interpreted: bool
+) -> KernelSource:
     """The module code that defines the kernel of a ``KernelDefinitionLine``."""
     assert isinstance(line, KernelDefinitionLine), type(line)
     code = _compat.format_kernel_definition(
@@ -435,7 +450,7 @@ def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
     return tuner, wrapped
 
 
-def _generate_triton_call(self: FxConverter, line: Any) -> None:
+def _generate_triton_call(self: FxConverter, line: KernelCallLine) -> None:
     """Convert a Triton kernel call into a ``triton_kernel_wrapper_mutation`` node."""
     assert isinstance(line, KernelCallLine), type(line)
     kernel = self.kernels[line.kernel_name]
@@ -626,14 +641,14 @@ def _fx_value(self: FxConverter, expr: Any) -> Any:
     return value.node if isinstance(value, torch.fx.Proxy) else value
 
 
-def _generate_scalar_assert(self: FxConverter, line: Any) -> None:
+def _generate_scalar_assert(self: FxConverter, line: ScalarAssertLine) -> None:
     """``if not cond: raise RuntimeError(msg)`` as ``aten._assert_scalar(cond, msg)``."""
     assert isinstance(line, ScalarAssertLine), type(line)
     condition = _fx_value(self, line.node.scalar)
     _add_assert(self, aten._assert_scalar.default, (condition, line.node.msg))
 
 
-def _generate_size_stride_assert(self: FxConverter, line: Any) -> None:
+def _generate_size_stride_assert(self: FxConverter, line: SizeStrideAssertLine) -> None:
     assert isinstance(line, SizeStrideAssertLine), type(line)
     node = line.node
     _assert_size_stride(
@@ -663,7 +678,7 @@ def _assert_size_stride(
     _add_assert(self, target.default, args)
 
 
-def _generate_alignment_assert(self: FxConverter, line: Any) -> None:
+def _generate_alignment_assert(self: FxConverter, line: AlignmentAssertLine) -> None:
     assert isinstance(line, AlignmentAssertLine), type(line)
     node = line.node
     _add_assert(
@@ -673,7 +688,7 @@ def _generate_alignment_assert(self: FxConverter, line: Any) -> None:
     )
 
 
-def checking_graph_inputs(generate_shapes: Any) -> Any:
+def checking_graph_inputs(generate_shapes: F) -> F:
     """Wrap ``FxConverter._generate_graph_input_shapes`` to check the inputs after.
 
     The Python wrapper checks the size and stride of each tensor input
@@ -728,7 +743,7 @@ def _generate_outputs(self: FxConverter) -> Any:
     return outputs[0] if len(outputs) == 1 and not self.is_subgraph else outputs
 
 
-def _generate_nan_check(self: FxConverter, line: Any) -> None:
+def _generate_nan_check(self: FxConverter, line: NanCheckLine) -> None:
     assert isinstance(line, NanCheckLine), type(line)
     for name in line.names:
         node = self.buffer_to_node[name]
@@ -754,7 +769,7 @@ def _assert_all_finite(self: FxConverter, tensor: torch.fx.Node) -> None:
 # The remaining definitions of unbacked symbols.
 
 
-def _generate_dynamic_select_index(self: FxConverter, line: Any) -> None:
+def _generate_dynamic_select_index(self: FxConverter, line: DynamicSelectIndexLine) -> None:
     """``u = base_offset + stride * (index + size if index < 0 else index)``."""
     assert isinstance(line, DynamicSelectIndexLine), type(line)
     node = line.node
@@ -773,7 +788,7 @@ def _generate_dynamic_select_index(self: FxConverter, line: Any) -> None:
     _register_symbol(self, node.unbacked_offset_symbol, offset)
 
 
-def _generate_dynamic_slice_size(self: FxConverter, line: Any) -> None:
+def _generate_dynamic_slice_size(self: FxConverter, line: DynamicSliceSizeLine) -> None:
     """The length of ``x[start:end:step]``, with Python's clamping of the bounds."""
     assert isinstance(line, DynamicSliceSizeLine), type(line)
     node = line.node
@@ -839,7 +854,7 @@ def _any_node(*args: Any) -> bool:
     return any(isinstance(a, torch.fx.Node) for a in args)
 
 
-def _generate_while_loop(self: FxConverter, line: Any) -> None:
+def _generate_while_loop(self: FxConverter, line: WhileLoopLine) -> None:
     """A ``while_loop`` HOP node over the converted cond and body subgraphs."""
     assert isinstance(line, WhileLoopLine), type(line)
     node = line.node

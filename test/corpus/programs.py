@@ -490,6 +490,7 @@ def _(x):
 
 @torch.library.custom_op("ifx_corpus::split_by_sign", mutates_args=())
 def split_by_sign(x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Nested outputs whose sizes depend on the data: ``(2x, [x[x > 0], x[x <= 0]])``."""
     return x * 2, [x[x > 0].clone(), x[x <= 0].clone()]
 
 

@@ -61,6 +61,12 @@ def recording_definitions():
         FxConverter.generate = generate
 
 
+def one_line(error):
+    """An exception as the one line that an xfail or skip reason shows."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first[:200]}"
+
+
 def python_wrapper(program, inputs, dynamic):
     torch._dynamo.reset()
     fn = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=dynamic)
@@ -77,7 +83,7 @@ def test_fx_backend_matches_eager_and_the_python_wrapper(program, dynamic):
     expected = results(program, program.fn, inputs)
     python = python_wrapper(program, inputs, dynamic)
     if isinstance(python, Exception):
-        pytest.xfail(f"the Python wrapper fails too: {type(python).__name__}: {python}")
+        pytest.xfail(f"the Python wrapper fails too: {one_line(python)}")
     torch._dynamo.reset()
     with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
         with recording_definitions() as definitions:
@@ -108,7 +114,7 @@ def test_aot_path(program):
         with torch.no_grad():
             exported = torch.export.export(module, first, strict=False)
     except Exception as e:  # noqa: BLE001 - export's refusal is not the FX backend's
-        pytest.skip(f"torch.export rejects it: {type(e).__name__}: {str(e).splitlines()[0]}")
+        pytest.skip(f"torch.export rejects it: {one_line(e)}")
     with ifx.fx_backend(DEVICE), ifx.recording_graphs():
         try:
             gm = torch._inductor.aot_compile(exported.module(), first, options={"fx_wrapper": True})
@@ -117,7 +123,7 @@ def test_aot_path(program):
             try:
                 torch._inductor.aot_compile(exported.module(), first)
             except Exception as python_error:  # noqa: BLE001
-                pytest.xfail(f"the Python wrapper's AOT path fails too: {python_error}")
+                pytest.xfail(f"the Python wrapper's AOT path fails too: {one_line(python_error)}")
             raise e
     # The exported program is specialized to the first input's shapes; other
     # inputs of the same shapes differ in their data-dependent sizes.

@@ -95,9 +95,8 @@ buf1 = empty_strided([], [], dtype=torch.bool)
 mul = mul(s17, s94)
 triton_kernel(in_ptr0=arg4_1, out_ptr1=buf1, r0_numel=mul)
 cond = cond(buf1, true_graph_0, false_graph_0, (arg4_1, s94, s17, s17, arg3_1))
-getitem = getitem(cond, 0)
-sym_size_int = aten.sym_size.int(getitem, 0)  # defines u0
 buf3 = getitem(cond, 0)
+sym_size_int = aten.sym_size.int(buf3, 0)  # defines u0
 assert_size_stride_default = fx_unbacked.assert_size_stride.default(buf3, [sym_size_int, s94], [s94, 1], 'torch.ops.cond', assert_input_size_stride_default_2)
 assert_alignment_default = fx_unbacked.assert_alignment.default(buf3, 16, 'torch.ops.cond', assert_size_stride_default)
 ge = ge(sym_size_int, 0)
@@ -148,9 +147,8 @@ buf1 = empty_strided([], [], dtype=torch.bool)
 mul = mul(s17, s94)
 triton_kernel(in_ptr0=arg0_1, out_ptr1=buf1, r0_numel=mul)
 cond = cond(buf1, true_graph_0, false_graph_0, (arg0_1, s94, s17, s17, arg4_1))
-getitem = getitem(cond, 0)
-sym_size_int = aten.sym_size.int(getitem, 0)  # defines u0
 buf3 = getitem(cond, 0)
+sym_size_int = aten.sym_size.int(buf3, 0)  # defines u0
 assert_tensor_metadata_default = fx_unbacked.assert_tensor_metadata.default(buf3, [sym_size_int, s94], [s94, 1], torch.float32, 'torch.ops.cond', assert_input_size_stride_default_2)
 assert_alignment_default = fx_unbacked.assert_alignment.default(buf3, 16, 'torch.ops.cond', assert_tensor_metadata_default)
 ge = ge(sym_size_int, 0)

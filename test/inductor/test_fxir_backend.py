@@ -131,6 +131,20 @@ class FxirTestCase(InductorTestCase):
         self._stack.close()
         super().tearDown()
 
+    def wrapper_code(self, fn, args, overlay, **patches):
+        """The code Inductor's text wrapper (Python, or C++ with ``cpp_wrapper=True``)
+        writes for ``fn``, with the overlay enabled or not; the result is checked
+        against eager."""
+        torch._dynamo.reset()
+        (ifx.enable if overlay else ifx.disable)()
+        try:
+            with config.patch(force_disable_caches=True, **patches):
+                result, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
+        finally:
+            ifx.disable()
+        self.assertEqual(result, fn(*args))
+        return "\n".join(codes)
+
     def run_fx(self, fn, inputs, **compile_kwargs):
         """Compile ``fn`` once, check it against eager on every input, return the graphs."""
         with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
@@ -537,17 +551,6 @@ def nonzero_program(x):
 class OverlayProvenanceTest(FxirTestCase):
     """Which implementation runs, and the text wrappers next to the FX backend."""
 
-    def python_wrapper_code(self, fn, args, enabled, **patches):
-        torch._dynamo.reset()
-        (ifx.enable if enabled else ifx.disable)()
-        try:
-            with config.patch(force_disable_caches=True, **patches):
-                result, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
-        finally:
-            ifx.disable()
-        self.assertEqual(result, fn(*args))
-        return "\n".join(codes)
-
     def test_fx_definitions_come_from_the_overlay(self):
         x = self.signed(16, 5)
         # Upstream's kernel definitions on torch 2.11 cannot run kernels compiled
@@ -596,16 +599,14 @@ class OverlayProvenanceTest(FxirTestCase):
         only the Python text is compared with upstream's.
         """
         args = (self.signed(8, 3),)
-        ours_code = self.python_wrapper_code(
-            positives_times_four, args, True, cpp_wrapper=cpp_wrapper
-        )
+        ours_code = self.wrapper_code(positives_times_four, args, True, cpp_wrapper=cpp_wrapper)
         if cpp_wrapper:
             self.assertRegex(ours_code, r"auto u0 = \(buf\d+\.size\(0\) / 4\);")
             self.assertRegex(
                 ours_code, r'if \(buf\d+\.size\(0\) % 4 != 0\) \{ throw std::runtime_error\("u0: '
             )
         else:
-            upstream_code = self.python_wrapper_code(positives_times_four, args, False)
+            upstream_code = self.wrapper_code(positives_times_four, args, False)
             definition = next(line for line in upstream_code.splitlines() if "u0 = " in line)
             self.assertIn(definition, ours_code)
             self.assertRegex(ours_code, r"if buf\d+\.size\(0\) % 4 != 0: raise RuntimeError\('u0: ")

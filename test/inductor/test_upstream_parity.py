@@ -14,6 +14,7 @@ import re
 
 import pytest
 import torch
+from programs import split_by_sign
 from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
 from torch._inductor import config
 from torch._inductor.utils import run_and_get_code
@@ -30,18 +31,6 @@ ASSERTS_OFF = {
     "nan_asserts": False,
     "compile_threads": 1,
 }
-
-
-@torch.library.custom_op("ifx_test::split_by_sign", mutates_args=())
-def split_by_sign(x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Nested outputs whose sizes depend on the data: ``(2x, [x[x > 0], x[x <= 0]])``."""
-    return x * 2, [x[x > 0].clone(), x[x <= 0].clone()]
-
-
-@split_by_sign.register_fake
-def _(x):
-    ctx = torch.library.get_ctx()
-    return x * 2, [x.new_empty(ctx.new_dynamic_size()), x.new_empty(ctx.new_dynamic_size())]
 
 
 @torch.library.custom_op("ifx_test::wrong_dtype", mutates_args=())
@@ -107,20 +96,9 @@ def normalized(code):
 class WrapperTextParityTest(FxirTestCase):
     """The Python and C++ wrappers write upstream's text with the overlay enabled."""
 
-    def wrapper_code(self, fn, args, overlay, **patches):
-        torch._dynamo.reset()
-        (ifx.enable if overlay else ifx.disable)()
-        try:
-            with config.patch(force_disable_caches=True, **patches):
-                result, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
-        finally:
-            ifx.disable()
-        self.assertEqual(result, fn(*args))
-        return normalized("\n".join(codes))
-
     def assert_same_text(self, fn, args, **patches):
-        ours = self.wrapper_code(fn, args, True, **patches)
-        upstream = self.wrapper_code(fn, args, False, **patches)
+        ours = normalized(self.wrapper_code(fn, args, True, **patches))
+        upstream = normalized(self.wrapper_code(fn, args, False, **patches))
         self.assertEqual(ours, upstream)
         return ours
 
