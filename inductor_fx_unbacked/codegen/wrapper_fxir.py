@@ -735,12 +735,39 @@ def _generate_graph_input_asserts(self: FxConverter) -> None:
 def _generate_outputs(self: FxConverter) -> Any:
     """The graph's outputs; with ``config.nan_asserts``, each float output is checked
     for NaN and Inf first, as the Python wrapper does."""
-    outputs = [self._generate_buffer(node) for node in self.graph_outputs]
+    outputs = [_generate_output(self, node) for node in self.graph_outputs]
     if config.nan_asserts:
         for output in outputs:
             if isinstance(output, torch.fx.Node) and _is_floating_tensor(output):
                 _assert_all_finite(self, output)
     return outputs[0] if len(outputs) == 1 and not self.is_subgraph else outputs
+
+
+def _generate_output(self: FxConverter, output: ir.IRNode) -> Any:
+    """One graph output: a node, None, or the constant the Python wrapper returns.
+
+    A non-tensor output is a ``ShapeAsConstantBuffer`` whose expression is what
+    Inductor's lowering left of a ``SymInt``/``SymBool``/``SymFloat``: a Python
+    ``int`` or ``bool`` (a size that lowering specialized, e.g. to a weight's
+    size), a sympy number or boolean atom, or a symbolic expression. The Python
+    wrapper prints the expression, so a constant comes back as a Python constant
+    and an expression as the value of its symbols.
+    """
+    if not isinstance(output, ir.ShapeAsConstantBuffer):
+        return self._generate_buffer(output)
+    expr = output.expr
+    if isinstance(expr, (bool, sympy.logic.boolalg.BooleanAtom)):
+        return bool(expr)
+    if isinstance(expr, (int, sympy.Integer)):
+        return int(expr)
+    if isinstance(expr, sympy.Float):
+        return float(expr)
+    if not isinstance(expr, sympy.Basic):
+        raise TypeError(
+            f"graph output {output!r}: expected an int, a bool or a sympy expression, "
+            f"got {type(expr).__name__}"
+        )
+    return self._sympy_interp(expr).node
 
 
 def _generate_nan_check(self: FxConverter, line: NanCheckLine) -> None:
