@@ -24,6 +24,12 @@ RELEASES = {
     "2.15.0": "3.9.0",
 }
 
+#: torch release -> the torchvision build for it, where the session also runs the
+#: model sweep (test/models/, the ``models`` extra); elsewhere test/models skips.
+TORCHVISION = {
+    "2.15.0": "0.29.2",
+}
+
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
@@ -36,8 +42,10 @@ PIP_ENV = {"PIP_CONSTRAINT": "/dev/null"}
 @nox.parametrize("torch", list(RELEASES))
 def tests(session: nox.Session, torch: str) -> None:
     """Install one torch release and run the test suite on it."""
-    session.install(f"torch=={torch}", f"triton=={RELEASES[torch]}", env=PIP_ENV)
-    session.install("-e", ".[test]", env=PIP_ENV)
+    torchvision = [f"torchvision=={TORCHVISION[torch]}"] if torch in TORCHVISION else []
+    session.install(f"torch=={torch}", f"triton=={RELEASES[torch]}", *torchvision, env=PIP_ENV)
+    extras = "test,models" if torchvision else "test"
+    session.install("-e", f".[{extras}]", env=PIP_ENV)
     session.run(
         "python",
         "-c",

@@ -1,0 +1,671 @@
+"""Real-library data-dependent code through the FX backend: the model sweep.
+
+Each case of ``docs/models.md`` is code this project does not control
+(transformers' mixture-of-experts models with their per-expert loop,
+torchvision's box operations and detection post-processing, torch_geometric's
+graph filtering and a small GNN), built from tiny configs in code (no download).
+Every case is compiled as users compile it (``torch.compile(fn, dynamic=...)``,
+``fullgraph=False``, Dynamo's ``capture_scalar_outputs`` and
+``capture_dynamic_output_shape_ops`` on), with ``dynamic`` False and True, twice:
+with Inductor's Python wrapper and inside ``fx_backend``. Both are compared with
+eager on two inputs whose data-dependent sizes differ (gradients too for the
+training steps).
+
+On CPU both compiles use Triton kernels run by Triton's interpreter (the Python
+wrapper under ``cpu_backend="triton"``), so the two differ only in the wrapper.
+The interpreter has no ``libdevice``; a case that needs it is reported as
+``needs GPU`` and not counted as passed.
+
+    python benchmarks/models.py --device cuda --out benchmarks/results/DATE-h200-models.md
+    python benchmarks/models.py --device cpu --cases mixtral_moe_block,batched_nms  # a subset
+
+The report ends with ``models_cases: <m>``, ``models_python_wrapper_passed: <p>``,
+``models_fx_passed: <n>``, ``models_needs_gpu: <g>`` and ``models_undefined_unbacked: <u>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import importlib.util
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+#: The libraries of the sweep, by import name (the ``models`` extra installs them).
+LIBRARIES = ("transformers", "torchvision", "torch_geometric")
+
+RTOL = ATOL = 1e-4
+
+
+def missing_libraries() -> list[str]:
+    return [name for name in LIBRARIES if importlib.util.find_spec(name) is None]
+
+
+@dataclasses.dataclass
+class Built:
+    """What a case runs: ``fn(*args)`` on each input; ``parameters`` get gradients
+    when the case is a training step (``fn`` then returns a scalar loss)."""
+
+    fn: Callable[..., Any]
+    inputs: list[tuple[Any, ...]]
+    parameters: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    library: str
+    build: Callable[[str], Built]
+    train: bool = False
+    #: Why Triton's interpreter cannot run the case (a kernel needs ``libdevice``):
+    #: on CPU the sweep reports it as ``needs GPU`` without compiling it, unless
+    #: ``--try-all``; ``test_models.py`` checks the reason on the module that has it.
+    cpu_limit: str | None = None
+
+
+# transformers: mixture-of-experts models with the per-expert loop.
+
+#: Tiny config values shared by every architecture (fields a config lacks are ignored).
+TINY = dict(
+    vocab_size=64,
+    hidden_size=16,
+    intermediate_size=32,
+    moe_intermediate_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=8,
+    max_position_embeddings=64,
+    hidden_act="relu",
+    tie_word_embeddings=False,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+
+#: Architecture -> (config class, causal-LM class, module path, config overrides).
+MOE_ARCHITECTURES = {
+    "mixtral": (
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        dict(num_local_experts=4, num_experts_per_tok=2),
+    ),
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        "Qwen3MoeForCausalLM",
+        dict(num_experts=4, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[]),
+    ),
+    "olmoe": (
+        "OlmoeConfig",
+        "OlmoeForCausalLM",
+        dict(num_experts=4, num_experts_per_tok=2),
+    ),
+}
+
+
+def tiny_moe_model(architecture: str, device: str) -> Any:
+    import torch
+    import transformers
+
+    config_name, model_name, overrides = MOE_ARCHITECTURES[architecture]
+    config_class = getattr(transformers, config_name)
+    fields = {**TINY, **overrides}
+    config = config_class(**{k: v for k, v in fields.items() if hasattr(config_class(), k)})
+    torch.manual_seed(0)
+    model_class = getattr(transformers, model_name)
+    kwargs: dict[str, Any] = {"attn_implementation": "eager"}
+    if hasattr(model_class, "set_experts_implementation"):
+        kwargs["experts_implementation"] = "eager"  # the per-expert loop
+    model = model_class._from_config(config, **kwargs)
+    return model.to(device)
+
+
+def token_inputs(device: str) -> list[tuple[Any, ...]]:
+    """Two prompts of different lengths: the experts each token picks differ."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randint(3, 64, (1, n), generator=g).to(device),) for n in (5, 9)]
+
+
+def moe_forward(architecture: str) -> Callable[[str], Built]:
+    def build(device: str) -> Built:
+        model = tiny_moe_model(architecture, device).eval()
+        return Built(lambda ids: model(ids).logits, token_inputs(device))
+
+    return build
+
+
+def moe_training_step(architecture: str) -> Callable[[str], Built]:
+    def build(device: str) -> Built:
+        model = tiny_moe_model(architecture, device).train()
+
+        def step(ids):
+            return model(ids, labels=ids).loss
+
+        return Built(step, token_inputs(device), list(model.parameters()))
+
+    return build
+
+
+def moe_block(architecture: str, train: bool = False) -> Callable[[str], Built]:
+    """The sparse MoE block of the first layer alone: router, top-k, the per-expert
+    loop (a training step: the block's output summed, backward to its weights)."""
+
+    def build(device: str) -> Built:
+        import torch
+
+        model = tiny_moe_model(architecture, device)
+        block = model.model.layers[0].mlp.train(train)
+        g = torch.Generator().manual_seed(2)
+        inputs = [(torch.randn(1, n, 16, generator=g).to(device),) for n in (6, 11)]
+        if not train:
+            return Built(lambda hidden: block(hidden), inputs)
+        return Built(lambda hidden: block(hidden).sum(), inputs, list(block.parameters()))
+
+    return build
+
+
+#: The models' RMSNorm computes ``rsqrt``, which Inductor emits as ``libdevice.rsqrt``.
+RMSNORM_LIMIT = "RMSNorm: libdevice.rsqrt"
+
+
+# torchvision: box operations and detection post-processing.
+
+
+def random_boxes(n: int, size: float, generator: Any) -> Any:
+    import torch
+
+    corner = torch.rand(n, 2, generator=generator) * size
+    extent = torch.rand(n, 2, generator=generator) * size / 2
+    return torch.cat([corner, corner + extent], dim=1)
+
+
+def batched_nms(device: str) -> Built:
+    import torch
+    from torchvision.ops import batched_nms as nms
+
+    g = torch.Generator().manual_seed(3)
+    inputs = [
+        (
+            random_boxes(n, 32, g).to(device),
+            torch.rand(n, generator=g).to(device),
+            torch.randint(0, 3, (n,), generator=g).to(device),
+        )
+        for n in (12, 20)
+    ]
+    return Built(lambda boxes, scores, idxs: nms(boxes, scores, idxs, 0.3), inputs)
+
+
+def box_filtering(device: str) -> Built:
+    """Clip to the image, drop small and low-scoring boxes (the usual post-processing)."""
+    import torch
+    from torchvision.ops import boxes as box_ops
+
+    def fn(boxes, scores):
+        boxes = box_ops.clip_boxes_to_image(boxes, (24, 24))
+        keep = box_ops.remove_small_boxes(boxes, 2.0)
+        boxes, scores = boxes[keep], scores[keep]
+        keep = torch.where(scores > 0.3)[0]
+        return boxes[keep], scores[keep]
+
+    g = torch.Generator().manual_seed(4)
+    inputs = [
+        (random_boxes(n, 32, g).to(device), torch.rand(n, generator=g).to(device)) for n in (10, 16)
+    ]
+    return Built(fn, inputs)
+
+
+def detection_postprocess(device: str) -> Built:
+    """Faster R-CNN's box head post-processing in eval: decode, softmax, score
+    threshold, small boxes, per-class NMS, top detections."""
+    import torch
+    from torchvision.models.detection.roi_heads import RoIHeads
+
+    heads = RoIHeads(
+        box_roi_pool=None,
+        box_head=None,
+        box_predictor=None,
+        fg_iou_thresh=0.5,
+        bg_iou_thresh=0.5,
+        batch_size_per_image=16,
+        positive_fraction=0.25,
+        bbox_reg_weights=None,
+        score_thresh=0.2,
+        nms_thresh=0.5,
+        detections_per_img=10,
+    ).eval()
+    classes = 3
+    g = torch.Generator().manual_seed(5)
+
+    def one_input(n: int) -> tuple[Any, ...]:
+        return (
+            torch.randn(n, classes, generator=g).to(device),
+            (torch.randn(n, classes * 4, generator=g) * 0.1).to(device),
+            random_boxes(n, 32, g).to(device),
+        )
+
+    def fn(class_logits, box_regression, proposals):
+        return heads.postprocess_detections(class_logits, box_regression, [proposals], [(32, 32)])
+
+    return Built(fn, [one_input(8), one_input(14)])
+
+
+def rpn_filter_proposals(device: str) -> Built:
+    """The region proposal network's proposal filtering: top-k per level, sigmoid,
+    clipping, small boxes, score threshold, NMS per level."""
+    import torch
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.rpn import RegionProposalNetwork, RPNHead
+
+    rpn = RegionProposalNetwork(
+        AnchorGenerator(((8,),), ((1.0,),)),
+        RPNHead(4, 1),
+        fg_iou_thresh=0.7,
+        bg_iou_thresh=0.3,
+        batch_size_per_image=16,
+        positive_fraction=0.5,
+        pre_nms_top_n={"training": 20, "testing": 20},
+        post_nms_top_n={"training": 10, "testing": 10},
+        nms_thresh=0.5,
+        score_thresh=0.3,
+    ).eval()
+    g = torch.Generator().manual_seed(6)
+
+    def one_input(n: int) -> tuple[Any, ...]:
+        return (random_boxes(n, 32, g).to(device), torch.randn(n, generator=g).to(device))
+
+    def fn(proposals, objectness):
+        boxes, scores = rpn.filter_proposals(
+            proposals.unsqueeze(0), objectness, [(28, 28)], [proposals.shape[0]]
+        )
+        return boxes[0], scores[0]
+
+    return Built(fn, [one_input(12), one_input(24)])
+
+
+# torch_geometric: graph filtering and a small GNN on a masked graph.
+
+
+def random_graph(nodes: int, edges: int, generator: Any, device: str) -> Any:
+    import torch
+
+    edge_index = torch.randint(0, nodes, (2, edges), generator=generator)
+    edge_index[:, : edges // 4] = edge_index[0, : edges // 4]  # some self-loops
+    return edge_index.to(device)
+
+
+def pyg_subgraph(device: str) -> Built:
+    import torch
+    from torch_geometric.utils import subgraph
+
+    g = torch.Generator().manual_seed(7)
+
+    def one_input(nodes: int, edges: int) -> tuple[Any, ...]:
+        keep = torch.rand(nodes, generator=g) > 0.4
+        return random_graph(nodes, edges, g, device), keep.to(device)
+
+    def fn(edge_index, keep):
+        return subgraph(keep, edge_index, relabel_nodes=True, num_nodes=keep.shape[0])
+
+    return Built(fn, [one_input(10, 30), one_input(16, 48)])
+
+
+def pyg_remove_self_loops(device: str) -> Built:
+    import torch
+    from torch_geometric.utils import remove_self_loops
+
+    g = torch.Generator().manual_seed(8)
+    inputs = []
+    for nodes, edges in ((8, 24), (12, 40)):
+        edge_index = random_graph(nodes, edges, g, device)
+        inputs.append((edge_index, torch.rand(edges, generator=g).to(device)))
+    return Built(lambda edge_index, weight: remove_self_loops(edge_index, weight), inputs)
+
+
+def pyg_gnn_masked(device: str) -> Built:
+    """Two SAGE layers on the subgraph of the nodes a mask keeps."""
+    import torch
+    from torch_geometric.nn import SAGEConv
+    from torch_geometric.utils import subgraph
+
+    torch.manual_seed(0)
+    conv1, conv2 = SAGEConv(4, 8).to(device), SAGEConv(8, 3).to(device)
+
+    def fn(x, edge_index, keep):
+        edge_index, _ = subgraph(keep, edge_index, relabel_nodes=True, num_nodes=x.shape[0])
+        h = x[keep]
+        return conv2(torch.relu(conv1(h, edge_index)), edge_index)
+
+    g = torch.Generator().manual_seed(9)
+
+    def one_input(nodes: int, edges: int) -> tuple[Any, ...]:
+        return (
+            torch.randn(nodes, 4, generator=g).to(device),
+            random_graph(nodes, edges, g, device),
+            (torch.rand(nodes, generator=g) > 0.3).to(device),
+        )
+
+    return Built(fn, [one_input(10, 30), one_input(16, 50)])
+
+
+CASES = [
+    *(
+        Case(f"{architecture}_moe_block", "transformers", moe_block(architecture))
+        for architecture in MOE_ARCHITECTURES
+    ),
+    Case("mixtral_moe_block_train_step", "transformers", moe_block("mixtral", True), True),
+    *(
+        Case(
+            f"{architecture}_forward",
+            "transformers",
+            moe_forward(architecture),
+            cpu_limit=RMSNORM_LIMIT,
+        )
+        for architecture in MOE_ARCHITECTURES
+    ),
+    *(
+        Case(
+            f"{architecture}_train_step",
+            "transformers",
+            moe_training_step(architecture),
+            True,
+            cpu_limit=RMSNORM_LIMIT,
+        )
+        for architecture in MOE_ARCHITECTURES
+    ),
+    Case("batched_nms", "torchvision", batched_nms),
+    Case("box_filtering", "torchvision", box_filtering),
+    Case("fasterrcnn_postprocess_detections", "torchvision", detection_postprocess),
+    Case("rpn_filter_proposals", "torchvision", rpn_filter_proposals),
+    Case("pyg_subgraph", "torch_geometric", pyg_subgraph),
+    Case("pyg_remove_self_loops", "torch_geometric", pyg_remove_self_loops),
+    Case("pyg_sage_on_masked_graph", "torch_geometric", pyg_gnn_masked),
+]
+
+
+# Running a case.
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One compile of one case: ``status`` is pass, mismatch, needs GPU or error."""
+
+    status: str
+    detail: str = ""
+    graph_breaks: int = 0
+    fx_graphs: int = 0
+    unbacked_definitions: int = 0
+    #: Unbacked symbols used in an FX graph that no node of it defines nor receives.
+    undefined_unbacked: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+
+def call(built: Built, fn: Callable[..., Any], args: tuple[Any, ...], train: bool) -> Any:
+    """Run once; a training step returns the loss and the gradients."""
+    if not train:
+        return fn(*args)
+    for parameter in built.parameters:
+        parameter.grad = None
+    loss = fn(*args)
+    loss.backward()
+    return loss.detach(), [p.grad for p in built.parameters]
+
+
+def same(a: Any, b: Any) -> bool:
+    import torch
+
+    flat_a, spec_a = torch.utils._pytree.tree_flatten(a)
+    flat_b, spec_b = torch.utils._pytree.tree_flatten(b)
+    return spec_a == spec_b and all(
+        isinstance(y, torch.Tensor)
+        and x.shape == y.shape
+        and x.dtype == y.dtype
+        and torch.allclose(x, y, rtol=RTOL, atol=ATOL)
+        if isinstance(x, torch.Tensor)
+        else x == y
+        for x, y in zip(flat_a, flat_b)
+    )
+
+
+def unbacked_census(graphs: list[Any]) -> tuple[int, list[str]]:
+    """Nodes that define an unbacked symbol, and the unbacked symbols a graph uses
+    (in any node's value) that none of its nodes defines or receives as an input."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    definitions, undefined = 0, set()
+    for gm in graphs:
+        defined, used = set(), set()
+        for node in gm.graph.nodes:
+            leaves = torch.utils._pytree.tree_leaves(node.meta.get("val"))
+            symbols = set().union(*(free_unbacked_symbols(leaf) for leaf in leaves))
+            symbol = node.meta.get("unbacked_symbol")
+            if symbol is not None:
+                # The converter's own symbol; the graph's fake run names it anew.
+                definitions += 1
+                defined |= {symbol, *symbols}
+            elif node.op == "placeholder":
+                defined |= symbols
+            else:
+                used |= symbols
+        undefined |= {str(s) for s in used - defined}
+    return definitions, sorted(undefined)
+
+
+@contextlib.contextmanager
+def python_wrapper(device: str) -> Iterator[None]:
+    """Inductor's default wrapper; on CPU with Triton kernels in the interpreter."""
+    if device != "cpu":
+        yield
+        return
+    from torch._inductor import config
+
+    from inductor_fx_unbacked.interpreter import interpreter_driver
+
+    with interpreter_driver(), config.patch(cpu_backend="triton"):
+        yield
+
+
+def compile_and_check(
+    case: Case, built: Built, expected: list[Any], device: str, dynamic: bool, backend: str
+) -> Outcome:
+    import torch
+    from torch._dynamo.utils import counters
+
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked.interpreter import InterpreterUnsupportedError
+
+    torch._dynamo.reset()
+    counters.clear()
+    if backend == "fx":
+        context: Any = contextlib.ExitStack()
+        context.enter_context(ifx.fx_backend(device))
+        graphs = context.enter_context(ifx.recording_graphs())
+    else:
+        context, graphs = python_wrapper(device), []
+    start = time.perf_counter()
+    try:
+        with context:
+            compiled = torch.compile(built.fn, dynamic=dynamic)
+            got = [call(built, compiled, args, case.train) for args in built.inputs]
+        mismatched = [i for i, (g, e) in enumerate(zip(got, expected)) if not same(g, e)]
+        status = "pass" if not mismatched else "mismatch"
+        detail = f"inputs {mismatched} differ from eager" if mismatched else ""
+    except Exception as error:  # noqa: BLE001 - every failure is a row of the report
+        status, detail = classify(error, InterpreterUnsupportedError)
+        if status == "error" and os.environ.get("MODELS_TRACEBACK"):
+            traceback.print_exc()
+    outcome = Outcome(status, detail, seconds=time.perf_counter() - start)
+    outcome.graph_breaks = sum(counters["graph_break"].values())
+    outcome.fx_graphs = len(graphs)
+    outcome.unbacked_definitions, outcome.undefined_unbacked = unbacked_census(graphs)
+    if status == "pass" and backend == "fx" and not graphs:
+        outcome.status, outcome.detail = "no FX graph", "the compile produced no FX graph"
+    elif status == "pass" and outcome.undefined_unbacked:
+        outcome.status = "undefined unbacked"
+        outcome.detail = ", ".join(outcome.undefined_unbacked)
+    return outcome
+
+
+def classify(error: BaseException, unsupported: type) -> tuple[str, str]:
+    """``needs GPU`` for what Triton's interpreter cannot run, else ``error``."""
+    chain, cause = [], error
+    while cause is not None:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(isinstance(e, unsupported) for e in chain) or any("libdevice" in str(e) for e in chain):
+        return "needs GPU", "libdevice (Triton's interpreter lacks it)"
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return "error", f"{type(error).__name__}: {first_line[:160]}"
+
+
+def run_case(case: Case, device: str, try_all: bool = False) -> list[tuple[bool, Outcome, Outcome]]:
+    import torch
+
+    rows = []
+    for dynamic in (False, True):
+        if device == "cpu" and case.cpu_limit and not try_all:
+            skipped = Outcome("needs GPU", f"{case.cpu_limit}; not compiled on CPU")
+            rows.append((dynamic, skipped, skipped))
+            continue
+        built = case.build(device)
+        torch.manual_seed(0)
+        expected = [call(built, built.fn, args, case.train) for args in built.inputs]
+        python = compile_and_check(case, built, expected, device, dynamic, "python")
+        fx = compile_and_check(case, built, expected, device, dynamic, "fx")
+        rows.append((dynamic, python, fx))
+    return rows
+
+
+def report(results: list[tuple[Case, bool, Outcome, Outcome]], device: str, seconds: float) -> str:
+    import torch
+    import triton
+
+    versions = {name: __import__(name).__version__ for name in LIBRARIES}
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "none (CPU, Triton interpreter)"
+    lines = [
+        f"# Model sweep ({datetime.date.today().isoformat()})",
+        "",
+        f"- device: {device}; GPU: {gpu}; host: {platform.node()}",
+        f"- torch {torch.__version__}, Triton {triton.__version__}, "
+        + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "- each case: `torch.compile(fn, dynamic=D)` (fullgraph=False, Dynamo's capture flags on), "
+        "compared with eager on two inputs with different data-dependent sizes"
+        + ("; CPU: `use_fast_math` (exp through tl.math)" if device == "cpu" else ""),
+        f"- wall time: {seconds:.0f} s",
+        "",
+        "| case | library | dynamic | graph breaks | FX graphs | unbacked definitions "
+        "| FX backend | Python wrapper | FX s | Python s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(outcome: Outcome) -> str:
+        return outcome.status + (f" ({outcome.detail})" if outcome.detail else "")
+
+    for case, dynamic, python, fx in results:
+        lines.append(
+            f"| {case.name} | {case.library} | {dynamic} | {fx.graph_breaks} | {fx.fx_graphs} "
+            f"| {fx.unbacked_definitions} | {cell(fx)} | {cell(python)} "
+            f"| {fx.seconds:.1f} | {python.seconds:.1f} |"
+        )
+    needs_gpu = sum("needs GPU" in (p.status, f.status) for _, _, p, f in results)
+    undefined = sum(bool(f.undefined_unbacked) for _, _, _, f in results)
+    lines += [
+        "",
+        f"models_cases: {len(results)}",
+        f"models_python_wrapper_passed: {sum(p.status == 'pass' for _, _, p, _ in results)}",
+        f"models_fx_passed: {sum(f.status == 'pass' for _, _, _, f in results)}",
+        f"models_needs_gpu: {needs_gpu}",
+        f"models_undefined_unbacked: {undefined}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def sweep_config(device: str) -> Iterator[None]:
+    """Dynamo as data-dependent code needs it; no compile caches (each case is
+    compiled twice, once per wrapper, and must not be served the other's artifact).
+    On CPU, ``exp`` (softmax) uses ``tl.math.exp``, which the interpreter runs,
+    instead of ``libdevice.exp``, for both wrappers alike."""
+    import torch
+
+    dynamo = torch._dynamo.config.patch(
+        capture_scalar_outputs=True,
+        capture_dynamic_output_shape_ops=True,
+        # The per-expert loop compiles one frame per expert hit; keep them all.
+        cache_size_limit=64,
+        accumulated_cache_size_limit=512,
+    )
+    inductor = torch._inductor.config.patch(
+        force_disable_caches=True, use_fast_math=device == "cpu"
+    )
+    with dynamo, inductor:
+        yield
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    parser.add_argument("--out", default=None, help="markdown report path")
+    parser.add_argument("--cases", default=None, help="comma-separated case names")
+    parser.add_argument(
+        "--try-all",
+        action="store_true",
+        help="on CPU, also compile the cases that need libdevice (minutes each)",
+    )
+    args = parser.parse_args()
+
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    missing = missing_libraries()
+    if missing:
+        print(f"models.py needs {', '.join(missing)}: pip install -e '.[models]'", file=sys.stderr)
+        return 2
+    wanted = set(args.cases.split(",")) if args.cases else None
+    unknown = (wanted or set()) - {case.name for case in CASES}
+    if unknown:
+        print(f"unknown cases: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+
+    start = time.perf_counter()
+    results = []
+    for case in CASES:
+        if wanted and case.name not in wanted:
+            continue
+        with sweep_config(device):
+            rows = run_case(case, device, args.try_all)
+        for dynamic, python, fx in rows:
+            results.append((case, dynamic, python, fx))
+            print(
+                f"{case.name} dynamic={dynamic}: fx {fx.status} {fx.detail} "
+                f"({fx.seconds:.1f} s), python {python.status} {python.detail}",
+                flush=True,
+            )
+        if args.out:  # after each case, so that a run stopped early keeps its rows
+            with open(args.out, "w") as f:
+                f.write(report(results, device, time.perf_counter() - start))
+    text = report(results, device, time.perf_counter() - start)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

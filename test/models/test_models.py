@@ -1,0 +1,65 @@
+"""The model sweep (``benchmarks/models.py``, cases in ``docs/models.md``) as tests.
+
+Real data-dependent code from transformers, torchvision and torch_geometric,
+compiled as users compile it (``fullgraph=False``), static and dynamic, through
+the FX backend, against eager on two inputs whose data-dependent sizes differ.
+Each compile must produce FX graphs that define every unbacked symbol they use.
+The libraries come from the ``models`` extra; without them the file is skipped.
+On CPU, a case whose kernels need ``libdevice`` (which Triton's interpreter
+lacks) is skipped naming it; the GPU run of the benchmark covers it.
+"""
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location(
+    "models_sweep", os.path.join(ROOT, "benchmarks", "models.py")
+)
+models = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(models)
+
+_missing = models.missing_libraries()
+if _missing:
+    pytest.skip(
+        f"the model sweep needs {', '.join(_missing)} (pip install -e '.[models]')",
+        allow_module_level=True,
+    )
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("case", models.CASES, ids=[case.name for case in models.CASES])
+def test_fx_backend_matches_eager(case, dynamic):
+    if DEVICE == "cpu" and case.cpu_limit:
+        pytest.skip(f"{case.name} needs a GPU on CPU-only machines ({case.cpu_limit})")
+    with models.sweep_config(DEVICE):
+        built = case.build(DEVICE)
+        torch.manual_seed(0)
+        expected = [models.call(built, built.fn, args, case.train) for args in built.inputs]
+        outcome = models.compile_and_check(case, built, expected, DEVICE, dynamic, "fx")
+    if outcome.status == "needs GPU":
+        pytest.skip(f"{case.name}: {outcome.detail}")
+    assert outcome.status == "pass", f"{case.name}: {outcome.status} ({outcome.detail})"
+    assert outcome.fx_graphs > 0
+    assert outcome.undefined_unbacked == []
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the CPU mode's limit")
+def test_the_cpu_limit_of_whole_models_is_rmsnorm():
+    """Whole models are skipped on CPU for their RMSNorm: check that this is the reason."""
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked.interpreter import InterpreterUnsupportedError
+
+    model = models.tiny_moe_model("mixtral", DEVICE)
+    norm = model.model.norm
+    with models.sweep_config(DEVICE), ifx.fx_backend(DEVICE):
+        with pytest.raises(Exception, match=r"libdevice\.rsqrt") as raised:
+            torch.compile(norm)(torch.randn(1, 5, 16))
+    chain = [raised.value, raised.value.__cause__, raised.value.__context__]
+    assert any(isinstance(error, InterpreterUnsupportedError) for error in chain)
+    assert models.RMSNORM_LIMIT.endswith("libdevice.rsqrt")
