@@ -20,7 +20,8 @@ The interpreter has no ``libdevice``; a case that needs it is reported as
     python benchmarks/models.py --device cpu --cases mixtral_moe_block,batched_nms  # a subset
 
 The report ends with ``models_cases: <m>``, ``models_python_wrapper_passed: <p>``,
-``models_fx_passed: <n>``, ``models_needs_gpu: <g>`` and ``models_undefined_unbacked: <u>``.
+``models_fx_passed: <n>``, ``models_needs_gpu: <g>``,
+``models_unbacked_definitions_differ: <d>``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import datetime
 import importlib.util
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -175,6 +177,10 @@ def moe_block(architecture: str, train: bool = False) -> Callable[[str], Built]:
         return Built(lambda hidden: block(hidden).sum(), inputs, list(block.parameters()))
 
     return build
+
+
+def block_name(architecture: str) -> str:
+    return architecture if architecture.endswith("moe") else f"{architecture}_moe"
 
 
 #: The models' RMSNorm computes ``rsqrt``, which Inductor emits as ``libdevice.rsqrt``.
@@ -362,7 +368,7 @@ def pyg_gnn_masked(device: str) -> Built:
 
 CASES = [
     *(
-        Case(f"{architecture}_moe_block", "transformers", moe_block(architecture))
+        Case(f"{block_name(architecture)}_block", "transformers", moe_block(architecture))
         for architecture in MOE_ARCHITECTURES
     ),
     Case("mixtral_moe_block_train_step", "transformers", moe_block("mixtral", True), True),
@@ -406,9 +412,9 @@ class Outcome:
     detail: str = ""
     graph_breaks: int = 0
     fx_graphs: int = 0
+    #: FX backend: nodes with ``meta["unbacked_symbol"]``; Python wrapper: the
+    #: ``u0 = ...`` lines of its code. Over every graph the compile produced.
     unbacked_definitions: int = 0
-    #: Unbacked symbols used in an FX graph that no node of it defines nor receives.
-    undefined_unbacked: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -439,29 +445,14 @@ def same(a: Any, b: Any) -> bool:
     )
 
 
-def unbacked_census(graphs: list[Any]) -> tuple[int, list[str]]:
-    """Nodes that define an unbacked symbol, and the unbacked symbols a graph uses
-    (in any node's value) that none of its nodes defines or receives as an input."""
-    import torch
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+def fx_unbacked_definitions(graphs: list[Any]) -> int:
+    return sum(
+        node.meta.get("unbacked_symbol") is not None for gm in graphs for node in gm.graph.nodes
+    )
 
-    definitions, undefined = 0, set()
-    for gm in graphs:
-        defined, used = set(), set()
-        for node in gm.graph.nodes:
-            leaves = torch.utils._pytree.tree_leaves(node.meta.get("val"))
-            symbols = set().union(*(free_unbacked_symbols(leaf) for leaf in leaves))
-            symbol = node.meta.get("unbacked_symbol")
-            if symbol is not None:
-                # The converter's own symbol; the graph's fake run names it anew.
-                definitions += 1
-                defined |= {symbol, *symbols}
-            elif node.op == "placeholder":
-                defined |= symbols
-            else:
-                used |= symbols
-        undefined |= {str(s) for s in used - defined}
-    return definitions, sorted(undefined)
+
+#: A definition of an unbacked symbol in the Python wrapper's code.
+PYTHON_DEFINITION = re.compile(r"^\s*u\d+ = ", re.MULTILINE)
 
 
 @contextlib.contextmanager
@@ -478,17 +469,44 @@ def python_wrapper(device: str) -> Iterator[None]:
         yield
 
 
+def graph_breaks(built: Built) -> int:
+    """Dynamo's graph breaks in the case's code, on its first input (``explain``)."""
+    import torch
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(built.fn)(*built.inputs[0])
+    torch._dynamo.reset()
+    return explanation.graph_break_count
+
+
+@contextlib.contextmanager
+def saving_output_code() -> Iterator[list[str]]:
+    """The wrapper code of every graph Inductor compiles inside (repeats kept)."""
+    from unittest import mock
+
+    from torch._inductor.graph import GraphLowering
+
+    code: list[str] = []
+    original = GraphLowering.save_output_code
+
+    def save(text: str) -> None:
+        code.append(text)
+        if original is not None:
+            original(text)
+
+    with mock.patch.object(GraphLowering, "save_output_code", staticmethod(save)):
+        yield code
+
+
 def compile_and_check(
     case: Case, built: Built, expected: list[Any], device: str, dynamic: bool, backend: str
 ) -> Outcome:
     import torch
-    from torch._dynamo.utils import counters
 
     import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked.interpreter import InterpreterUnsupportedError
 
     torch._dynamo.reset()
-    counters.clear()
     if backend == "fx":
         context: Any = contextlib.ExitStack()
         context.enter_context(ifx.fx_backend(device))
@@ -499,23 +517,25 @@ def compile_and_check(
     try:
         with context:
             compiled = torch.compile(built.fn, dynamic=dynamic)
-            got = [call(built, compiled, args, case.train) for args in built.inputs]
+            with saving_output_code() as code:
+                got = [call(built, compiled, args, case.train) for args in built.inputs]
         mismatched = [i for i, (g, e) in enumerate(zip(got, expected)) if not same(g, e)]
         status = "pass" if not mismatched else "mismatch"
         detail = f"inputs {mismatched} differ from eager" if mismatched else ""
+        python_definitions = sum(len(PYTHON_DEFINITION.findall(text)) for text in code)
     except Exception as error:  # noqa: BLE001 - every failure is a row of the report
+        python_definitions = 0
         status, detail = classify(error, InterpreterUnsupportedError)
         if status == "error" and os.environ.get("MODELS_TRACEBACK"):
             traceback.print_exc()
     outcome = Outcome(status, detail, seconds=time.perf_counter() - start)
-    outcome.graph_breaks = sum(counters["graph_break"].values())
     outcome.fx_graphs = len(graphs)
-    outcome.unbacked_definitions, outcome.undefined_unbacked = unbacked_census(graphs)
-    if status == "pass" and backend == "fx" and not graphs:
-        outcome.status, outcome.detail = "no FX graph", "the compile produced no FX graph"
-    elif status == "pass" and outcome.undefined_unbacked:
-        outcome.status = "undefined unbacked"
-        outcome.detail = ", ".join(outcome.undefined_unbacked)
+    if backend == "fx":
+        outcome.unbacked_definitions = fx_unbacked_definitions(graphs)
+        if status == "pass" and not graphs:
+            outcome.status, outcome.detail = "no FX graph", "the compile produced no FX graph"
+    else:
+        outcome.unbacked_definitions = python_definitions
     return outcome
 
 
@@ -545,6 +565,7 @@ def run_case(case: Case, device: str, try_all: bool = False) -> list[tuple[bool,
         expected = [call(built, built.fn, args, case.train) for args in built.inputs]
         python = compile_and_check(case, built, expected, device, dynamic, "python")
         fx = compile_and_check(case, built, expected, device, dynamic, "fx")
+        python.graph_breaks = fx.graph_breaks = graph_breaks(built)
         rows.append((dynamic, python, fx))
     return rows
 
@@ -566,9 +587,9 @@ def report(results: list[tuple[Case, bool, Outcome, Outcome]], device: str, seco
         + ("; CPU: `use_fast_math` (exp through tl.math)" if device == "cpu" else ""),
         f"- wall time: {seconds:.0f} s",
         "",
-        "| case | library | dynamic | graph breaks | FX graphs | unbacked definitions "
-        "| FX backend | Python wrapper | FX s | Python s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | library | dynamic | graph breaks | FX graphs | unbacked definitions FX "
+        "| unbacked definitions Python wrapper | FX backend | Python wrapper | FX s | Python s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def cell(outcome: Outcome) -> str:
@@ -577,18 +598,24 @@ def report(results: list[tuple[Case, bool, Outcome, Outcome]], device: str, seco
     for case, dynamic, python, fx in results:
         lines.append(
             f"| {case.name} | {case.library} | {dynamic} | {fx.graph_breaks} | {fx.fx_graphs} "
-            f"| {fx.unbacked_definitions} | {cell(fx)} | {cell(python)} "
+            f"| {fx.unbacked_definitions} | {python.unbacked_definitions} "
+            f"| {cell(fx)} | {cell(python)} "
             f"| {fx.seconds:.1f} | {python.seconds:.1f} |"
         )
     needs_gpu = sum("needs GPU" in (p.status, f.status) for _, _, p, f in results)
-    undefined = sum(bool(f.undefined_unbacked) for _, _, _, f in results)
+    # Where both pass, the FX graphs define as many unbacked symbols as the
+    # Python wrapper's code does.
+    differing = sum(
+        p.status == f.status == "pass" and p.unbacked_definitions != f.unbacked_definitions
+        for _, _, p, f in results
+    )
     lines += [
         "",
         f"models_cases: {len(results)}",
         f"models_python_wrapper_passed: {sum(p.status == 'pass' for _, _, p, _ in results)}",
         f"models_fx_passed: {sum(f.status == 'pass' for _, _, _, f in results)}",
         f"models_needs_gpu: {needs_gpu}",
-        f"models_undefined_unbacked: {undefined}",
+        f"models_unbacked_definitions_differ: {differing}",
     ]
     return "\n".join(lines) + "\n"
 

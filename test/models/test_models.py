@@ -46,7 +46,6 @@ def test_fx_backend_matches_eager(case, dynamic):
         pytest.skip(f"{case.name}: {outcome.detail}")
     assert outcome.status == "pass", f"{case.name}: {outcome.status} ({outcome.detail})"
     assert outcome.fx_graphs > 0
-    assert outcome.undefined_unbacked == []
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the CPU mode's limit")
