@@ -11,6 +11,7 @@ lacks) is skipped naming it; the GPU run of the benchmark covers it.
 
 import importlib.util
 import os
+import sys
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ _spec = importlib.util.spec_from_file_location(
     "models_sweep", os.path.join(ROOT, "benchmarks", "models.py")
 )
 models = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = models  # its dataclasses look their module up
 _spec.loader.exec_module(models)
 
 _missing = models.missing_libraries()
