@@ -17,6 +17,7 @@ The interpreter has no ``libdevice``; a case that needs it is reported as
 ``needs GPU`` and not counted as passed.
 
     python benchmarks/models.py --device cuda --out benchmarks/results/DATE-h200-models.md
+    python benchmarks/models.py --device cuda --budget 200 --cases mixtral_forward,...  # in order
     python benchmarks/models.py --device cpu --cases mixtral_moe_block,batched_nms  # a subset
 
 The report ends with ``models_cases: <m>``, ``models_python_wrapper_passed: <p>``,
@@ -451,8 +452,9 @@ def fx_unbacked_definitions(graphs: list[Any]) -> int:
     )
 
 
-#: A definition of an unbacked symbol in the Python wrapper's code.
-PYTHON_DEFINITION = re.compile(r"^\s*u\d+ = ", re.MULTILINE)
+#: A definition of an unbacked symbol in the Python wrapper's code, from a kernel's
+#: output; ``u0 = sym_size_int`` names a graph input (an FX placeholder) instead.
+PYTHON_DEFINITION = re.compile(r"^\s*(u\d+) = (?![A-Za-z_]\w*$)", re.MULTILINE)
 
 
 @contextlib.contextmanager
@@ -522,7 +524,9 @@ def compile_and_check(
         mismatched = [i for i, (g, e) in enumerate(zip(got, expected)) if not same(g, e)]
         status = "pass" if not mismatched else "mismatch"
         detail = f"inputs {mismatched} differ from eager" if mismatched else ""
-        python_definitions = sum(len(PYTHON_DEFINITION.findall(text)) for text in code)
+        # Per graph, each symbol once: the Python wrapper rebinds a symbol that two
+        # kernels bind (``u0 = buf1.size(1)`` and later ``u0 = buf4.size(0)``).
+        python_definitions = sum(len(set(PYTHON_DEFINITION.findall(text))) for text in code)
     except Exception as error:  # noqa: BLE001 - every failure is a row of the report
         python_definitions = 0
         status, detail = classify(error, InterpreterUnsupportedError)
@@ -570,7 +574,12 @@ def run_case(case: Case, device: str, try_all: bool = False) -> list[tuple[bool,
     return rows
 
 
-def report(results: list[tuple[Case, bool, Outcome, Outcome]], device: str, seconds: float) -> str:
+def report(
+    results: list[tuple[Case, bool, Outcome, Outcome]],
+    device: str,
+    seconds: float,
+    not_run: list[str] | None = None,
+) -> str:
     import torch
     import triton
 
@@ -609,6 +618,8 @@ def report(results: list[tuple[Case, bool, Outcome, Outcome]], device: str, seco
         p.status == f.status == "pass" and p.unbacked_definitions != f.unbacked_definitions
         for _, _, p, f in results
     )
+    if not_run:
+        lines += ["", f"Not run (past the time budget): {', '.join(not_run)}"]
     lines += [
         "",
         f"models_cases: {len(results)}",
@@ -616,6 +627,7 @@ def report(results: list[tuple[Case, bool, Outcome, Outcome]], device: str, seco
         f"models_fx_passed: {sum(f.status == 'pass' for _, _, _, f in results)}",
         f"models_needs_gpu: {needs_gpu}",
         f"models_unbacked_definitions_differ: {differing}",
+        f"models_not_run: {2 * len(not_run or [])}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -646,7 +658,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.add_argument("--out", default=None, help="markdown report path")
-    parser.add_argument("--cases", default=None, help="comma-separated case names")
+    parser.add_argument("--cases", default=None, help="comma-separated case names, run in order")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds after which no further case starts (the rest is listed as not run)",
+    )
     parser.add_argument(
         "--try-all",
         action="store_true",
@@ -663,16 +681,20 @@ def main() -> int:
     if missing:
         print(f"models.py needs {', '.join(missing)}: pip install -e '.[models]'", file=sys.stderr)
         return 2
-    wanted = set(args.cases.split(",")) if args.cases else None
-    unknown = (wanted or set()) - {case.name for case in CASES}
+    by_name = {case.name: case for case in CASES}
+    names = args.cases.split(",") if args.cases else list(by_name)
+    unknown = [name for name in names if name not in by_name]
     if unknown:
-        print(f"unknown cases: {', '.join(sorted(unknown))}", file=sys.stderr)
+        print(f"unknown cases: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
     start = time.perf_counter()
-    results = []
-    for case in CASES:
-        if wanted and case.name not in wanted:
+    results: list[tuple[Case, bool, Outcome, Outcome]] = []
+    not_run: list[str] = []
+    for name in names:
+        case = by_name[name]
+        if args.budget is not None and time.perf_counter() - start > args.budget:
+            not_run.append(name)
             continue
         with sweep_config(device):
             rows = run_case(case, device, args.try_all)
@@ -685,8 +707,8 @@ def main() -> int:
             )
         if args.out:  # after each case, so that a run stopped early keeps its rows
             with open(args.out, "w") as f:
-                f.write(report(results, device, time.perf_counter() - start))
-    text = report(results, device, time.perf_counter() - start)
+                f.write(report(results, device, time.perf_counter() - start, not_run))
+    text = report(results, device, time.perf_counter() - start, not_run)
     print(text)
     if args.out:
         with open(args.out, "w") as f:
