@@ -635,7 +635,7 @@ def report(
 @contextlib.contextmanager
 def sweep_config(device: str) -> Iterator[None]:
     """Dynamo as data-dependent code needs it; no compile caches (each case is
-    compiled twice, once per wrapper, and must not be served the other's artifact).
+    compiled twice, once per wrapper, and each must really compile).
     On CPU, ``exp`` (softmax) uses ``tl.math.exp``, which the interpreter runs,
     instead of ``libdevice.exp``, for both wrappers alike."""
     import torch
