@@ -1,0 +1,32 @@
+"""Issue 12's cache tests on a GPU: one command, results as markdown.
+
+    python benchmarks/gpu_issue12.py RESULTS.md
+
+Runs ``test/inductor/test_fxir_caching.py`` (the Python wrapper's artifact never
+served to the FX backend and the other way round, in one process and across
+processes; warm starts served from the cache with their FX graphs, the lowered
+runner and no new Triton cache entries), and writes the date, GPU, versions,
+counts and failures to RESULTS.md. The suite's variable
+``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1`` is set; these tests turn the caches on
+themselves, each with fresh cache dirs.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+from gpu_issue13 import run_tests
+
+TESTS = ["test/inductor/test_fxir_caching.py"]
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return run_tests("Issue 12 cache tests on the GPU", TESTS, pathlib.Path(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
