@@ -45,19 +45,17 @@ BACKENDS = ("eager", "python", "fx")
 WORLD_SIZE = 2
 
 
-def step(module, x, bias, grad_out):
-    out = module(x, bias)
-    out.backward(grad_out)
-    return out
+def forward(module, x, bias):
+    return module(x, bias)
 
 
-def step_for(backend):
-    """``step`` for ``backend``: compiled backends get a code object of their own."""
+def forward_for(backend):
+    """``forward`` for ``backend``: compiled backends get a code object of their own."""
     import torch
 
     if backend == "eager":
-        return step
-    copy = types.FunctionType(step.__code__.replace(), step.__globals__, f"step_{backend}")
+        return forward
+    copy = types.FunctionType(forward.__code__.replace(), forward.__globals__, f"fw_{backend}")
     return torch.compile(copy, fullgraph=True, dynamic=True)
 
 
@@ -70,24 +68,32 @@ def rank_main(rank, world_size, init_method, options, out_dir):
     import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked._ep_moe import ExpertParallelMoE
 
-    torch.cuda.set_device(rank)
+    device_type = options["device"]
+    cuda = device_type == "cuda"
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "nccl",
+        "nccl" if cuda else "gloo",
         init_method=init_method,
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=300),
-        device_id=torch.device("cuda", rank),
     )
     torch._dynamo.config.capture_scalar_outputs = True
-    device = torch.device("cuda", rank)
     moe = ExpertParallelMoE(
         options["dim"],
         options["hidden"],
         options["experts_per_rank"],
         options["top_k"],
-        activation=torch.nn.functional.silu,
+        # Triton's interpreter (the CPU smoke run) has no libdevice.
+        activation=torch.nn.functional.silu if cuda else torch.relu,
     ).to(device)
+
+    def synchronize():
+        if cuda:
+            torch.cuda.synchronize()
+
     generator = torch.Generator().manual_seed(rank)
     inputs = [
         (
@@ -112,25 +118,28 @@ def rank_main(rank, world_size, init_method, options, out_dir):
         if backend != "fx":
             yield
             return
-        with ifx.fx_backend("cuda"), ifx.recording_graphs() as graphs:
+        with ifx.fx_backend(device_type), ifx.recording_graphs() as graphs:
             yield
         fx_graphs.extend(graphs)
 
     def run(fn, backend, x, bias, grad_out):
+        """One step: forward and backward."""
         moe.zero_grad(set_to_none=True)
         x.grad = None
         with context(backend):
-            return fn(moe, x, bias, grad_out)
+            out = fn(moe, x, bias)
+            out.backward(grad_out)
+        return out
 
     fns, compile_s, max_error = {}, {}, {}
-    expected = step(moe, *inputs[0]).detach()
+    expected = run(forward, "eager", *inputs[0]).detach()
     for backend in BACKENDS:
-        fns[backend] = step_for(backend)
-        torch.cuda.synchronize()
+        fns[backend] = forward_for(backend)
+        synchronize()
         dist.barrier()
         started = time.perf_counter()
         out = run(fns[backend], backend, *inputs[0])
-        torch.cuda.synchronize()
+        synchronize()
         compile_s[backend] = time.perf_counter() - started
         max_error[backend] = (out.detach() - expected).abs().max().item()
         for args in inputs[1:]:
@@ -138,12 +147,12 @@ def rank_main(rank, world_size, init_method, options, out_dir):
     rounds = {backend: [] for backend in BACKENDS}
     for _ in range(options["rounds"]):
         for backend in BACKENDS:
-            torch.cuda.synchronize()
+            synchronize()
             dist.barrier()
             started = time.perf_counter()
             for i in range(options["iters"]):
                 run(fns[backend], backend, *inputs[i % len(inputs)])
-            torch.cuda.synchronize()
+            synchronize()
             per_step = torch.tensor((time.perf_counter() - started) / options["iters"])
             dist.all_reduce(per_step, op=dist.ReduceOp.MAX)  # the slower rank's
             rounds[backend].append(per_step.item())
@@ -184,17 +193,20 @@ def run_tests() -> tuple[str, str]:
     return summary, "\n".join(passed if process.returncode == 0 else lines[-60:])
 
 
-def versions() -> dict[str, str]:
+def versions(device_type: str) -> dict[str, str]:
     import torch
     import triton
 
+    cuda = device_type == "cuda"
     return {
         "date": datetime.date.today().isoformat(),
-        "gpu": f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}",
+        "gpu": f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+        if cuda
+        else "none (CPU smoke run: gloo, Triton's interpreter)",
         "torch": torch.__version__,
         "triton": triton.__version__,
         "cuda": str(torch.version.cuda),
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else "-",
         "python": platform.python_version(),
     }
 
@@ -211,7 +223,8 @@ def report(options, result, tests, info) -> str:
         "- Command: `python benchmarks/ep_moe.py " + " ".join(sys.argv[1:]) + "`",
         f"- Layer: `ExpertParallelMoE`, {options['tokens']} tokens per rank, dim "
         f"{options['dim']}, hidden {options['hidden']}, {options['experts_per_rank']} experts "
-        f"per rank, top-{options['top_k']}, float32, silu; one step = forward + backward; "
+        f"per rank, top-{options['top_k']}, float32, "
+        f"{'silu' if options['device'] == 'cuda' else 'relu'}; one step = forward + backward; "
         f"{options['inputs']} inputs whose split sizes differ, in turn.",
         f"- Tokens received per rank, per input: {result['received']}; FX graphs "
         f"compiled: {result['fx_graphs']} (forward and backward; more would be recompiles).",
@@ -245,6 +258,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="markdown file to write")
     parser.add_argument("--with-tests", action="store_true", help="run the GPU tests first")
+    parser.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke run (gloo)"
+    )
     parser.add_argument("--tokens", type=int, default=4096, help="tokens per rank")
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--hidden", type=int, default=2048)
@@ -260,22 +276,24 @@ def main() -> int:
 
     from inductor_fx_unbacked._ep_moe import spawn_ranks
 
-    if torch.cuda.device_count() < WORLD_SIZE:
+    if args.device == "cuda" and torch.cuda.device_count() < WORLD_SIZE:
         print(f"needs {WORLD_SIZE} GPUs, found {torch.cuda.device_count()}", file=sys.stderr)
         return 2
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # for the spawned ranks
     tests = run_tests() if args.with_tests else None
     if tests is not None:
         print(tests[0], flush=True)
     options = {
         name: getattr(args, name)
-        for name in ("tokens", "dim", "hidden", "experts_per_rank", "top_k", "inputs")
+        for name in ("tokens", "dim", "hidden", "experts_per_rank", "top_k", "inputs", "device")
     }
     options.update(iters=args.iters, rounds=args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor-cache"))
         spawn_ranks(rank_main, WORLD_SIZE, (options, Path(tmp)), timeout=args.timeout)
         result = json.loads((Path(tmp) / "result.json").read_text())
-    text = report(options, result, tests, versions())
+    text = report(options, result, tests, versions(args.device))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
