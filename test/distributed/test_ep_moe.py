@@ -10,6 +10,7 @@ own deadline, so that a hung collective fails the test instead of hanging it.
 from __future__ import annotations
 
 import datetime
+import os
 import pickle
 import time
 
@@ -33,7 +34,9 @@ STEPS = 4
 #: experts, so that rank 1 receives no tokens at all.
 STARVE_RANK_1_STEP = 2
 PG_TIMEOUT_S = 120
-TEST_DEADLINE_S = 600
+#: After this, the test kills its ranks and fails (``benchmarks/ep_moe.py`` sets it
+#: below its own limit for the test run).
+TEST_DEADLINE_S = float(os.environ.get("EP_MOE_TEST_DEADLINE_S", 600))
 
 DEVICES = [
     "cpu",
@@ -249,20 +252,24 @@ def capped_exchange(x):
 
 
 def fail_on_one_rank(rank, world_size, init_method, out_dir):
-    """Rank 1 has too many positives: its compiled graph raises before the
+    """Both ranks compile and run ``capped_exchange`` once; in the second call
+    rank 1 has too many positives: its compiled graph raises before the
     collective, while rank 0 waits in it. Rank 1 stays alive (as a rank that
     catches the error would), so only the process group's timeout ends rank 0's wait."""
     init_rank(rank, world_size, init_method, "cpu", FAILURE_PG_TIMEOUT_S)
-    x = torch.tensor([1.0, -1.0, -2.0, 3.0]) if rank == 0 else torch.arange(1.0, 9.0)
+    within_cap = torch.tensor([1.0, -1.0, -2.0, -3.0, 2.0, -1.0, -2.0, -3.0])
+    over_cap = torch.arange(1.0, 9.0)
     with (
         torch._dynamo.config.patch(capture_scalar_outputs=True),
         config.patch(compile_threads=1),
         ifx.fx_backend("cpu"),
     ):
         compiled = torch.compile(capped_exchange, fullgraph=True, dynamic=True)
+        torch.testing.assert_close(compiled(within_cap), capped_exchange(within_cap))
+        dist.barrier()
         started = time.monotonic()
         try:
-            compiled(x)
+            compiled(over_cap if rank == 1 else within_cap)
             error = None
         except Exception as e:  # noqa: BLE001 - the error is the result
             error = f"{type(e).__name__}: {e}"
@@ -281,5 +288,5 @@ def test_check_failing_on_one_rank_ends_the_other_ranks_wait(tmp_path, cpu_mode_
     assert failing["error"] is not None and f"u0 <= {CAP}" in failing["error"], failing
     assert waiting["error"] is not None, waiting
     assert "timed out" in waiting["error"].lower() or "timeout" in waiting["error"].lower()
-    # Compiling takes part of the time; the wait itself ends at the timeout.
-    assert waiting["s"] < FAILURE_PG_TIMEOUT_S + 60, waiting
+    # The graph was compiled before: the wait ends at the timeout, not before.
+    assert FAILURE_PG_TIMEOUT_S * 0.9 < waiting["s"] < FAILURE_PG_TIMEOUT_S + 30, waiting
