@@ -122,38 +122,40 @@ def rank_main(rank, world_size, init_method, options, out_dir):
             yield
         fx_graphs.extend(graphs)
 
-    def run(fn, backend, x, bias, grad_out):
+    def run(fn, x, bias, grad_out):
         """One step: forward and backward."""
         moe.zero_grad(set_to_none=True)
         x.grad = None
-        with context(backend):
-            out = fn(moe, x, bias)
-            out.backward(grad_out)
+        out = fn(moe, x, bias)
+        out.backward(grad_out)
         return out
 
     fns, compile_s, max_error = {}, {}, {}
-    expected = run(forward, "eager", *inputs[0]).detach()
+    expected = run(forward, *inputs[0]).detach()
     for backend in BACKENDS:
         fns[backend] = forward_for(backend)
         synchronize()
         dist.barrier()
-        started = time.perf_counter()
-        out = run(fns[backend], backend, *inputs[0])
-        synchronize()
-        compile_s[backend] = time.perf_counter() - started
-        max_error[backend] = (out.detach() - expected).abs().max().item()
-        for args in inputs[1:]:
-            run(fns[backend], backend, *args)  # every split size once: no recompile
+        with context(backend):
+            started = time.perf_counter()
+            out = run(fns[backend], *inputs[0])
+            synchronize()
+            compile_s[backend] = time.perf_counter() - started
+            max_error[backend] = (out.detach() - expected).abs().max().item()
+            for args in inputs[1:]:
+                run(fns[backend], *args)  # every split size once: no recompile
     rounds = {backend: [] for backend in BACKENDS}
     for _ in range(options["rounds"]):
         for backend in BACKENDS:
             synchronize()
             dist.barrier()
-            started = time.perf_counter()
-            for i in range(options["iters"]):
-                run(fns[backend], backend, *inputs[i % len(inputs)])
-            synchronize()
-            per_step = torch.tensor((time.perf_counter() - started) / options["iters"])
+            with context(backend):
+                started = time.perf_counter()
+                for i in range(options["iters"]):
+                    run(fns[backend], *inputs[i % len(inputs)])
+                synchronize()
+                elapsed = time.perf_counter() - started
+            per_step = torch.tensor(elapsed / options["iters"], device=device)
             dist.all_reduce(per_step, op=dist.ReduceOp.MAX)  # the slower rank's
             rounds[backend].append(per_step.item())
     dist.destroy_process_group()
