@@ -270,8 +270,8 @@ def main() -> int:
     parser.add_argument("--inputs", type=int, default=4)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds for the ranks")
-    parser.add_argument("--tests-timeout", type=float, default=240, help="seconds for pytest")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds for the ranks")
+    parser.add_argument("--tests-timeout", type=float, default=200, help="seconds for pytest")
     args = parser.parse_args()
 
     import torch

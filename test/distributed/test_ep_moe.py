@@ -211,11 +211,13 @@ def test_moe_graphs_carry_collectives_symbols_and_checks(trained):
         # Forward: the counts exchange, the dispatch and the combine, each waited
         # for; backward: the dispatch's and the combine's.
         for graph, count in ((forward, 3), (backward, 2)):
-            assert (
-                sorted(graph["collectives"])
-                == ["_c10d_functional::all_to_all_single"] * count
-                + ["_c10d_functional::wait_tensor"] * count
-            ), graph["collectives"]
+            collectives = graph["collectives"]
+            assert collectives.count("_c10d_functional::all_to_all_single") == count, collectives
+            assert collectives.count("_c10d_functional::wait_tensor") >= count, collectives
+            assert set(collectives) == {
+                "_c10d_functional::all_to_all_single",
+                "_c10d_functional::wait_tensor",
+            }, collectives
         # All but one send count (implied by the others), and every received count.
         assert len(forward["defined"]) == (experts - 1) + experts, forward["defined"]
         # Every data-dependent size is a symbol the graph defines (forward) or
