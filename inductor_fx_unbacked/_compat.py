@@ -17,6 +17,7 @@ from torch._higher_order_ops import triton_kernel_wrap
 from torch._inductor import config, ir
 from torch._inductor import custom_graph_pass as _custom_graph_pass
 from torch._inductor.codegen import wrapper as _wrapper
+from torch._inductor.codegen.wrapper_fxir import FxConverter
 from torch._inductor.runtime import runtime_utils
 from torch._inductor.sizevars import SizeVarAllocator
 from torch._library import triton as triton_library
@@ -73,6 +74,12 @@ else:
 
     def assert_name(node: Any) -> str:
         return node.get_name()
+
+
+# Compound symbolic graph inputs (``2*s17``, a size a backward graph receives).
+# Torch 2.14+ converts them itself (``FxConverter._define_symbol_by_solving``);
+# 2.10 to 2.13 raise "Unable to extract buffer from node".
+UPSTREAM_CONVERTS_COMPOUND_GRAPH_INPUTS = hasattr(FxConverter, "_define_symbol_by_solving")
 
 
 # Scalar range checks. Torch 2.15 drops range bounds such as ``u0 >= 0`` under

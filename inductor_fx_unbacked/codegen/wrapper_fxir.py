@@ -35,7 +35,7 @@ from torch._inductor.codegen.wrapper import (
     SymbolicCallArg,
 )
 from torch._inductor.codegen.wrapper_fxir import SymbolBuffer, TritonKernel, replace_floor_div
-from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
+from torch._inductor.utils import GPU_ALIGN_BYTES, convert_to_symint, sympy_product
 from torch._inductor.virtualized import V
 from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -44,7 +44,12 @@ from torch.utils._ordered_set import OrderedSet
 
 from .. import _compat
 from .. import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
-from .._compat import HOP_LAUNCH_KWARGS, ensure_kernel_loaded, optimization_hint
+from .._compat import (
+    HOP_LAUNCH_KWARGS,
+    UPSTREAM_CONVERTS_COMPOUND_GRAPH_INPUTS,
+    ensure_kernel_loaded,
+    optimization_hint,
+)
 from ..caching import KernelSource, record_kernel_source
 from .keypath import INDEXED_METHODS, UnsupportedStep, define_symbol
 from .wrapper import (
@@ -160,14 +165,28 @@ def deduplicating_graph_inputs(generate_inputs: F) -> F:
     branches closing over ``y.shape[0]`` and ``z.shape[0]``). Upstream names
     every symbol placeholder after its symbol, so the generated ``forward`` has
     a duplicate argument. A repeat is renamed after its input, and the first
-    placeholder stays the symbol's definition. Everything else (constants,
-    compound inputs such as ``2*s17 + 1`` on torch 2.14+) is upstream's.
+    placeholder stays the symbol's definition. Compound inputs such as
+    ``2*s17`` (a backward graph's saved size) are placeholders for their
+    expression where upstream has no conversion for them (see
+    ``_compat.UPSTREAM_CONVERTS_COMPOUND_GRAPH_INPUTS``). Everything else is
+    upstream's.
     """
 
     @functools.wraps(generate_inputs)
     def _generate_graph_inputs(self: FxConverter) -> None:
         before = {node for node in self.gm.graph.nodes if node.op == "placeholder"}
-        generate_inputs(self)
+        compound = {} if UPSTREAM_CONVERTS_COMPOUND_GRAPH_INPUTS else _compound_inputs(self)
+        graph_inputs = self.graph_inputs
+        if compound:
+            # Upstream makes a placeholder named after the input for a constant.
+            self.graph_inputs = {
+                name: sympy.Integer(0) if name in compound else ir_node
+                for name, ir_node in graph_inputs.items()
+            }
+        try:
+            generate_inputs(self)
+        finally:
+            self.graph_inputs = graph_inputs
         placeholders = [
             node for node in self.gm.graph.nodes if node.op == "placeholder" and node not in before
         ]
@@ -182,8 +201,22 @@ def deduplicating_graph_inputs(generate_inputs: F) -> F:
             if isinstance(ir_node, sympy.Symbol):
                 self.buffer_to_node[str(ir_node)] = first
                 self._generate_size_proxy(first, ir_node)
+        for placeholder in placeholders:
+            expr = compound.get(placeholder.target)
+            if expr is not None:
+                placeholder.meta["val"] = convert_to_symint(expr)
+                self._generate_size_proxy(placeholder, expr)
 
     return _generate_graph_inputs
+
+
+def _compound_inputs(self: FxConverter) -> dict[str, sympy.Expr]:
+    """The graph inputs that are size expressions other than a symbol or a number."""
+    return {
+        name: ir_node
+        for name, ir_node in self.graph_inputs.items()
+        if isinstance(ir_node, sympy.Expr) and not isinstance(ir_node, (sympy.Symbol, sympy.Number))
+    }
 
 
 def _getitem(graph: torch.fx.Graph, value: torch.fx.Node, index: int) -> torch.fx.Node:

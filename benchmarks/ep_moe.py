@@ -1,0 +1,306 @@
+"""Expert-parallel MoE on 2 GPUs: tokens per second, eager vs Python wrapper vs FX backend.
+
+One command spawns the ranks itself (NCCL, one process per GPU), and writes
+markdown to ``--out``:
+
+    python benchmarks/ep_moe.py --out benchmarks/results/DATE-h200x2-ep-moe.md --with-tests
+
+``--with-tests`` first runs the correctness tests on the GPUs
+(``pytest test/distributed/test_ep_moe.py -k cuda``) and puts their result in
+the report. The layer is ``inductor_fx_unbacked._ep_moe.ExpertParallelMoE``
+(router, counts exchange, dispatch ``all_to_all`` with ``.tolist()`` split
+sizes, local experts, combine ``all_to_all``). A step is one forward and one
+backward of the layer, on inputs that cycle through ``--inputs`` token batches
+whose split sizes differ. Backends:
+
+- ``eager``: no compile;
+- ``python``: ``torch.compile(fullgraph=True, dynamic=True)``, Inductor's Python wrapper;
+- ``fx``: the same inside ``inductor_fx_unbacked.fx_backend("cuda")`` (lowered runner).
+
+Each compiled backend compiles on a copy of the step's code object (Dynamo
+caches compiled code per code object). The backends take turns in rounds of
+``--iters`` synchronized steps; a step's time is the slower rank's; the report
+gives each backend's median over ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BACKENDS = ("eager", "python", "fx")
+WORLD_SIZE = 2
+
+
+def forward(module, x, bias):
+    return module(x, bias)
+
+
+def forward_for(backend):
+    """``forward`` for ``backend``: compiled backends get a code object of their own."""
+    import torch
+
+    if backend == "eager":
+        return forward
+    copy = types.FunctionType(forward.__code__.replace(), forward.__globals__, f"fw_{backend}")
+    return torch.compile(copy, fullgraph=True, dynamic=True)
+
+
+def rank_main(rank, world_size, init_method, options, out_dir):
+    import contextlib
+
+    import torch
+    import torch.distributed as dist
+
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked._ep_moe import ExpertParallelMoE
+
+    device_type = options["device"]
+    cuda = device_type == "cuda"
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo",
+        init_method=init_method,
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=300),
+    )
+    torch._dynamo.config.capture_scalar_outputs = True
+    moe = ExpertParallelMoE(
+        options["dim"],
+        options["hidden"],
+        options["experts_per_rank"],
+        options["top_k"],
+        # Triton's interpreter (the CPU smoke run) has no libdevice.
+        activation=torch.nn.functional.silu if cuda else torch.relu,
+    ).to(device)
+
+    def synchronize():
+        if cuda:
+            torch.cuda.synchronize()
+
+    generator = torch.Generator().manual_seed(rank)
+    inputs = [
+        (
+            torch.randn(options["tokens"], options["dim"], generator=generator)
+            .to(device)
+            .requires_grad_(),
+            torch.randn(moe.experts, generator=generator).to(device),
+            torch.randn(options["tokens"], options["dim"], generator=generator).to(device),
+        )
+        for _ in range(options["inputs"])
+    ]
+    received = []
+    for x, bias, _ in inputs:
+        counts = torch.tensor(moe.tokens_per_rank(x, bias), device=device)
+        dist.all_reduce(counts)
+        received.append(counts.tolist())
+
+    fx_graphs = []
+
+    @contextlib.contextmanager
+    def context(backend):
+        if backend != "fx":
+            yield
+            return
+        with ifx.fx_backend(device_type), ifx.recording_graphs() as graphs:
+            yield
+        fx_graphs.extend(graphs)
+
+    def run(fn, x, bias, grad_out):
+        """One step: forward and backward."""
+        moe.zero_grad(set_to_none=True)
+        x.grad = None
+        out = fn(moe, x, bias)
+        out.backward(grad_out)
+        return out
+
+    fns, compile_s, max_error = {}, {}, {}
+    expected = run(forward, *inputs[0]).detach()
+    for backend in BACKENDS:
+        fns[backend] = forward_for(backend)
+        synchronize()
+        dist.barrier()
+        with context(backend):
+            started = time.perf_counter()
+            out = run(fns[backend], *inputs[0])
+            synchronize()
+            compile_s[backend] = time.perf_counter() - started
+            max_error[backend] = (out.detach() - expected).abs().max().item()
+            for args in inputs[1:]:
+                run(fns[backend], *args)  # every split size once: no recompile
+    rounds = {backend: [] for backend in BACKENDS}
+    for _ in range(options["rounds"]):
+        for backend in BACKENDS:
+            synchronize()
+            dist.barrier()
+            with context(backend):
+                started = time.perf_counter()
+                for i in range(options["iters"]):
+                    run(fns[backend], *inputs[i % len(inputs)])
+                synchronize()
+                elapsed = time.perf_counter() - started
+            per_step = torch.tensor(elapsed / options["iters"], device=device)
+            dist.all_reduce(per_step, op=dist.ReduceOp.MAX)  # the slower rank's
+            rounds[backend].append(per_step.item())
+    dist.destroy_process_group()
+    if rank == 0:
+        result = {
+            "rounds": rounds,
+            "compile_s": compile_s,
+            "max_error": max_error,
+            "received": received,
+            "fx_graphs": len(fx_graphs),  # forward and backward: 2, else it recompiled
+        }
+        (out_dir / "result.json").write_text(json.dumps(result))
+
+
+def run_tests(timeout: float) -> tuple[str, str]:
+    """``pytest test/distributed/test_ep_moe.py -k cuda``: (summary line, details)."""
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "pytest", "-q", "-rA", "test/distributed/test_ep_moe.py"]
+    try:
+        process = subprocess.run(
+            [*command, "-k", "cuda"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            # The test kills its ranks first, so that none outlives pytest.
+            env={**os.environ, "EP_MOE_TEST_DEADLINE_S": str(max(30.0, timeout - 30))},
+        )
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else ""
+        return f"exit status timeout: killed after {timeout:.0f} s", output[-4000:]
+    lines = (process.stdout + process.stderr).strip().splitlines()
+    results = [line for line in lines if line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED"))]
+    elapsed = time.perf_counter() - started
+    summary = f"exit status {process.returncode}, {elapsed:.0f} s: {lines[-1] if lines else ''}"
+    return summary, "\n".join(results if process.returncode == 0 else lines[-60:])
+
+
+def versions(device_type: str) -> dict[str, str]:
+    import torch
+    import triton
+
+    cuda = device_type == "cuda"
+    return {
+        "date": datetime.date.today().isoformat(),
+        "gpu": f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+        if cuda
+        else "none (CPU smoke run: gloo, Triton's interpreter)",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": str(torch.version.cuda),
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else "-",
+        "python": platform.python_version(),
+    }
+
+
+def report(options, result, tests, info) -> str:
+    tokens = WORLD_SIZE * options["tokens"]
+    median = {b: statistics.median(result["rounds"][b]) for b in BACKENDS}
+    ratio = median["fx"] / median["python"]
+    lines = [
+        "# Expert-parallel MoE, 2 ranks: eager vs Python wrapper vs FX backend",
+        "",
+        f"- Date: {info['date']}. GPUs: {info['gpu']}; torch {info['torch']}, Triton "
+        f"{info['triton']}, CUDA {info['cuda']}, NCCL {info['nccl']}, Python {info['python']}.",
+        "- Command: `python benchmarks/ep_moe.py " + " ".join(sys.argv[1:]) + "`",
+        f"- Layer: `ExpertParallelMoE`, {options['tokens']} tokens per rank, dim "
+        f"{options['dim']}, hidden {options['hidden']}, {options['experts_per_rank']} experts "
+        f"per rank, top-{options['top_k']}, float32, "
+        f"{'silu' if options['device'] == 'cuda' else 'relu'}; one step = forward + backward; "
+        f"{options['inputs']} inputs whose split sizes differ, in turn.",
+        f"- Tokens received per rank, per input: {result['received']}; FX graphs "
+        f"compiled: {result['fx_graphs']} (forward and backward; more would be recompiles).",
+        f"- Each backend: {options['rounds']} rounds of {options['iters']} synchronized steps, "
+        "time per step = the slower rank's; median over rounds.",
+        "",
+        "| backend | time per step (ms) | tokens/s | rounds (ms) | first call (s) | "
+        "max abs error vs eager |",
+        "|---|---|---|---|---|---|",
+    ]
+    for backend in BACKENDS:
+        rounds = ", ".join(f"{t * 1e3:.2f}" for t in result["rounds"][backend])
+        lines.append(
+            f"| {backend} | {median[backend] * 1e3:.3f} | {tokens / median[backend]:,.0f} | "
+            f"{rounds} | {result['compile_s'][backend]:.1f} | "
+            f"{result['max_error'][backend]:.2e} |"
+        )
+    lines += [
+        "",
+        f"ep_moe_fx_over_python_wrapper: {ratio:.2f}",
+        f"ep_moe_ranks: {WORLD_SIZE}",
+        f"ep_moe_fx_over_eager: {median['fx'] / median['eager']:.2f}",
+    ]
+    if tests is not None:
+        lines += ["", "## Correctness tests on the GPUs (NCCL)", "", tests[0], "", "```"]
+        lines += [tests[1], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="markdown file to write")
+    parser.add_argument("--with-tests", action="store_true", help="run the GPU tests first")
+    parser.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke run (gloo)"
+    )
+    parser.add_argument("--tokens", type=int, default=4096, help="tokens per rank")
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--experts-per-rank", type=int, default=4)
+    parser.add_argument("--top-k", type=int, default=2)
+    parser.add_argument("--inputs", type=int, default=4)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=240, help="seconds for the ranks")
+    parser.add_argument("--tests-timeout", type=float, default=200, help="seconds for pytest")
+    args = parser.parse_args()
+
+    import torch
+
+    from inductor_fx_unbacked._ep_moe import spawn_ranks
+
+    if args.device == "cuda" and torch.cuda.device_count() < WORLD_SIZE:
+        print(f"needs {WORLD_SIZE} GPUs, found {torch.cuda.device_count()}", file=sys.stderr)
+        return 2
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # for the spawned ranks
+    tests = run_tests(args.tests_timeout) if args.with_tests else None
+    if tests is not None:
+        print(tests[0], flush=True)
+    options = {
+        name: getattr(args, name)
+        for name in ("tokens", "dim", "hidden", "experts_per_rank", "top_k", "inputs", "device")
+    }
+    options.update(iters=args.iters, rounds=args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor-cache"))
+        spawn_ranks(rank_main, WORLD_SIZE, (options, Path(tmp)), timeout=args.timeout)
+        result = json.loads((Path(tmp) / "result.json").read_text())
+    text = report(options, result, tests, versions(args.device))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(text)
+    return 0 if tests is None or tests[0].startswith("exit status 0") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
