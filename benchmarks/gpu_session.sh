@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The GPU runs of issues 12 to 16, in three parts that each fit one device call
+# (under 10 minutes) on a machine with two H200s (torch 2.11, Triton 3.6):
+#
+#   bash benchmarks/gpu_session.sh A RESULTS_DIR   # cache and defect tests (GPU 0); the
+#                                                  # model sweep and warm starts (GPU 1)
+#   bash benchmarks/gpu_session.sh B RESULTS_DIR   # expert-parallel MoE on both GPUs, then
+#                                                  # upstream's FX-backend suite (GPU 0)
+#   bash benchmarks/gpu_session.sh C RESULTS_DIR   # the data-dependent benchmark (GPU 0);
+#                                                  # modes, user kernels, logging (GPU 1)
+#
+# Each track writes its markdown report into RESULTS_DIR and its log beside it.
+# expecttest, which the machine lacks, comes from the wheel in .whl/ if present.
+set -uo pipefail
+part=$1
+out=$2
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl &&
+        export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+day=$(date +%F)
+
+track() {  # track GPU NAME COMMAND...: run COMMAND on one GPU, log to NAME.log
+    local gpu=$1 name=$2
+    shift 2
+    (CUDA_VISIBLE_DEVICES=$gpu "$@" >"$out/$name.log" 2>&1; echo "exit $?" >>"$out/$name.log") &
+}
+
+case $part in
+A)
+    track 0 cache-defects bash -c "
+        timeout 280 python3 benchmarks/gpu_issue12.py $out/$day-h200-cache-tests.md;
+        timeout 240 python3 benchmarks/gpu_issue13.py $out/$day-h200-issue13-defects.md"
+    track 1 models-warm bash -c "
+        timeout 290 python3 benchmarks/models.py --device cuda --budget 200 \
+            --out $out/$day-h200-models.md;
+        timeout 240 python3 benchmarks/warm_start.py --device cuda --jobs 6 \
+            --out $out/$day-h200-warm-start.md"
+    ;;
+B)
+    timeout 420 python3 benchmarks/ep_moe.py --with-tests --out "$out/$day-h200x2-ep-moe.md" \
+        >"$out/ep-moe.log" 2>&1
+    echo "exit $?" >>"$out/ep-moe.log"
+    if [ -f benchmarks/upstream_suite.py ]; then
+        track 0 upstream-suite timeout 150 python3 benchmarks/upstream_suite.py \
+            --out "$out/$day-h200-upstream-suite.md"
+    fi
+    ;;
+C)
+    track 0 bench bash -c "
+        timeout 280 python3 benchmarks/data_dependent.py --cold-only --cold-json $out/cold.json;
+        timeout 270 python3 benchmarks/data_dependent.py --skip-cold --cold-json $out/cold.json \
+            --out $out/$day-h200-bench.md"
+    track 1 modes-user-kernels bash -c "
+        IFX_MODES_PER_PROGRAM=1 timeout 330 python3 benchmarks/gpu_modes_user_kernels.py \
+            --out $out/$day-h200-modes-user-kernels.md;
+        timeout 200 python3 benchmarks/gpu_issue16.py $out/$day-h200-logging-backend-tests.md"
+    ;;
+*)
+    echo "part A, B or C" >&2
+    exit 2
+    ;;
+esac
+wait
+tail -n 3 "$out"/*.log
