@@ -4,10 +4,10 @@
 #
 #   bash benchmarks/gpu_session.sh A RESULTS_DIR   # cache and defect tests (GPU 0); the
 #                                                  # model sweep and warm starts (GPU 1)
-#   bash benchmarks/gpu_session.sh B RESULTS_DIR   # expert-parallel MoE on both GPUs, then
-#                                                  # upstream's FX-backend suite (GPU 0)
+#   bash benchmarks/gpu_session.sh B RESULTS_DIR   # expert-parallel MoE on both GPUs
 #   bash benchmarks/gpu_session.sh C RESULTS_DIR   # the data-dependent benchmark (GPU 0);
-#                                                  # modes, user kernels, logging (GPU 1)
+#                                                  # modes, user kernels, upstream's
+#                                                  # FX-backend suite (GPU 1)
 #
 # Each track writes its markdown report into RESULTS_DIR and its log beside it.
 # expecttest, which the machine lacks, comes from the wheel in .whl/ if present.
@@ -45,10 +45,6 @@ B)
     timeout 420 python3 benchmarks/ep_moe.py --with-tests --out "$out/$day-h200x2-ep-moe.md" \
         >"$out/ep-moe.log" 2>&1
     echo "exit $?" >>"$out/ep-moe.log"
-    if [ -f benchmarks/upstream_suite.py ]; then
-        track 0 upstream-suite timeout 150 python3 benchmarks/upstream_suite.py \
-            --out "$out/$day-h200-upstream-suite.md"
-    fi
     ;;
 C)
     track 0 bench bash -c "
@@ -58,7 +54,7 @@ C)
     track 1 modes-user-kernels bash -c "
         IFX_MODES_PER_PROGRAM=1 timeout 330 python3 benchmarks/gpu_modes_user_kernels.py \
             --out $out/$day-h200-modes-user-kernels.md;
-        timeout 200 python3 benchmarks/gpu_issue16.py $out/$day-h200-logging-backend-tests.md"
+        timeout 200 python3 benchmarks/upstream_suite.py --out $out/$day-h200-upstream-suite.md"
     ;;
 *)
     echo "part A, B or C" >&2
