@@ -45,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFTEST = os.path.join(ROOT, "benchmarks", "upstream_suite_conftest.py")
@@ -116,23 +115,20 @@ def write_default_config_copy(source: str, target: str) -> None:
 def run_suite(name: str, suite_dir: str, timeout: float, cpu: bool, keyword: str | None) -> dict:
     overlay, test_file = RUNS[name]
     work = tempfile.mkdtemp(prefix=f"upstream-suite-{name}-")
-    junit = os.path.join(work, "junit.xml")
+    results = os.path.join(work, "results.jsonl")
     record = os.path.join(work, "generate.jsonl")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([ROOT, suite_dir, *filter(None, [env.get("PYTHONPATH")])])
     env.update(
         FXU_OVERLAY="1" if overlay else "0",
         FXU_RECORD=record,
+        FXU_RESULTS=results,
         FXU_CPU="1" if cpu else "0",
         TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor-cache"),
-        PYTHONHASHSEED=env.get("PYTHONHASHSEED", "0"),
     )
     if not cpu:
         env.pop("TRITON_INTERPRET", None)
-    command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE",
-        f"--junitxml={junit}", test_file,
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", test_file]
     if keyword:
         command += ["-k", keyword]
     start = time.monotonic()
@@ -142,46 +138,46 @@ def run_suite(name: str, suite_dir: str, timeout: float, cpu: bool, keyword: str
         )
         output, timed_out = completed.stdout + completed.stderr, False
     except subprocess.TimeoutExpired as e:
-        output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        timed_out = True
+        output, timed_out = _text(e.stdout) + _text(e.stderr), True
     seconds = time.monotonic() - start
-    cases = parse_junit(junit) if os.path.exists(junit) else []
-    calls = []
-    if os.path.exists(record):
-        with open(record) as f:
-            calls = [json.loads(line) for line in f if line.strip()]
-    summary = output.strip().splitlines()[-1] if output.strip() else ""
     return {
         "name": name,
         "overlay": overlay,
         "file": test_file,
         "seconds": seconds,
         "timed_out": timed_out,
-        "cases": cases,
-        "calls": calls,
-        "summary": summary,
-        "tail": "\n".join(output.splitlines()[-15:]) if not cases else "",
+        "cases": read_outcomes(results),
+        "calls": read_jsonl(record),
+        "tail": "\n".join(output.splitlines()[-15:]),
     }
 
 
-def parse_junit(path: str) -> list[dict]:
-    cases = []
-    for case in ElementTree.parse(path).getroot().iter("testcase"):
-        outcome, message = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            child = case.find(tag)
-            if child is not None:
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-                message = (child.get("message") or child.text or "").strip()
-                break
-        cases.append(
-            {
-                "id": f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}",
-                "outcome": outcome,
-                "message": " ".join(message.split())[:300],
-            }
-        )
-    return cases
+def _text(stream: bytes | str | None) -> str:
+    if isinstance(stream, bytes):
+        return stream.decode(errors="replace")
+    return stream or ""
+
+
+def read_jsonl(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_outcomes(path: str) -> list[dict]:
+    """Per test: error (setup or teardown failed), failed, skipped or passed."""
+    cases: dict[str, dict] = {}
+    for entry in read_jsonl(path):
+        test_id = entry["id"].split("::", 1)[-1]
+        case = cases.setdefault(test_id, {"id": test_id, "outcome": "passed", "message": ""})
+        if entry["outcome"] == "failed":
+            outcome = "failed" if entry["when"] == "call" else "error"
+            if case["outcome"] != "error":
+                case.update(outcome=outcome, message=entry["message"])
+        elif entry["outcome"] == "skipped" and case["outcome"] == "passed":
+            case.update(outcome="skipped", message=entry["message"])
+    return list(cases.values())
 
 
 def render(results: list[dict], args: argparse.Namespace) -> str:
@@ -224,13 +220,12 @@ def render(results: list[dict], args: argparse.Namespace) -> str:
         if "cases" not in result:
             continue
         lines += ["", f"## {result['name']}", ""]
-        if result["tail"]:
-            lines += ["No test results; the end of pytest's output:", ""]
-            lines += ["```", result["tail"], "```"]
-            continue
+        if not result["cases"] or result["timed_out"]:
+            lines += ["The end of pytest's output:", ""]
+            lines += ["```", result["tail"], "```", ""]
         bad = [case for case in result["cases"] if case["outcome"] in ("failed", "error")]
         lines += [f"- {case['id']}: **{case['outcome']}**: {case['message']}" for case in bad]
-        if not bad:
+        if result["cases"] and not bad:
             lines.append("No failures.")
         by_test = collections.defaultdict(list)
         for call in result["calls"]:
@@ -246,8 +241,8 @@ def render(results: list[dict], args: argparse.Namespace) -> str:
         ]
         for test in shown:
             lines += ["", f"`FxConverter.generate` calls of `{test}`:", ""]
-            lines += ["| compile id | graph | thread | kernels | settings |"]
-            lines += ["|---|---|---|---|---|"]
+            lines += ["| compile id | graph | thread | Triton kernels | other ops | settings |"]
+            lines += ["|---|---|---|---|---|---|"]
             for call in by_test[test]:
                 kind = (
                     "backward"
@@ -259,7 +254,8 @@ def render(results: list[dict], args: argparse.Namespace) -> str:
                 settings = ", ".join(f"{k}={v}" for k, v in call["settings"].items())
                 lines.append(
                     f"| {call['compile_id']} | {kind} | {call['thread']} "
-                    f"| {len(call['kernels'])}: {', '.join(call['kernels'])} | {settings} |"
+                    f"| {len(call['kernels'])}: {', '.join(call['kernels'])} "
+                    f"| {', '.join(call.get('extern', []))} | {settings} |"
                 )
     lines.append("")
     for result in results:

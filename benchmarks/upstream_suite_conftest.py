@@ -60,17 +60,32 @@ _RECORD = os.environ.get("FXU_RECORD")
 
 
 def _settings() -> dict:
-    return {
-        name: config.get_config_copy().get(name)
-        for name in (
-            "max_autotune",
-            "max_autotune_gemm",
-            "coordinate_descent_tuning",
-            "shape_padding",
-            "fx_graph_cache",
-            "compile_threads",
-        )
-    } | {"triton.autotune_at_compile_time": config.triton.autotune_at_compile_time}
+    """The settings that decide how a matrix multiplication is lowered."""
+    names = (
+        "max_autotune",
+        "max_autotune_gemm",
+        "coordinate_descent_tuning",
+        "shape_padding",
+        "deterministic",
+        "fx_graph_cache",
+        "compile_threads",
+        "triton.autotune_at_compile_time",
+        "triton.native_matmul",
+    )
+    values = config.get_config_copy()
+    settings = {name: values.get(name) for name in names if name in values}
+    settings["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+    return settings
+
+
+def _extern_calls(gm: torch.fx.GraphModule) -> list[str]:
+    return [
+        str(node.target)
+        for node in gm.graph.nodes
+        if node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and not str(node.target).startswith(("aten.sym_", "aten.empty", "aten.as_strided"))
+    ]
 
 
 def _kernel_names(gm: torch.fx.GraphModule) -> list[str]:
@@ -103,10 +118,11 @@ def _recording(generate):
             "compile_id": str(compile_id) if compile_id is not None else None,
             "backward": bool(getattr(graph, "is_backward", False)),
             "inference": bool(getattr(graph, "is_inference", False)),
-            "subgraph": bool(self.is_subgraph),
+            "subgraph": bool(getattr(self, "is_subgraph", False)),
             "thread": threading.current_thread().name,
             "gm_id": id(gm),
             "kernels": _kernel_names(gm),
+            "extern": _extern_calls(gm),
             "settings": _settings(),
         }
         with open(_RECORD, "a") as f:
@@ -151,3 +167,25 @@ def _name_the_test(request):
     _current_test["id"] = request.node.nodeid
     yield
     _current_test["id"] = None
+
+
+_RESULTS = os.environ.get("FXU_RESULTS")
+
+
+def pytest_runtest_logreport(report):
+    """One JSON line per test phase, written as it ends, so that a run cut short
+    by its time limit still reports the tests it finished."""
+    if not _RESULTS or (report.when != "call" and report.outcome == "passed"):
+        return
+    message = ""
+    if report.outcome != "passed":
+        longrepr = report.longrepr
+        if isinstance(longrepr, tuple):  # a skip: (file, line, reason)
+            message = str(longrepr[-1])
+        else:
+            message = getattr(longrepr, "reprcrash", None) and longrepr.reprcrash.message
+            message = message or str(longrepr).strip().splitlines()[-1:][0]
+    entry = {"id": report.nodeid, "when": report.when, "outcome": report.outcome}
+    entry["message"] = " ".join(str(message).split())[:300]
+    with open(_RESULTS, "a") as f:
+        f.write(json.dumps(entry) + "\n")
