@@ -158,8 +158,19 @@ if CPU:
 
     @pytest.fixture(scope="session", autouse=True)
     def _interpreter():
+        # The fx_wrapper slot too, for the AOT tests' aot_compile(fx_wrapper=True).
+        common.init_backend_registration()
+        previous = common.device_codegens["cpu"]
+        common.register_backend_for_device(
+            "cpu",
+            previous.scheduling,
+            CpuFxWrapperCodegen,
+            previous.cpp_wrapper_codegen,
+            CpuFxWrapperCodegen,
+        )
         with config.patch(cpu_backend="triton"), interpreter_driver():
             yield
+        common.device_codegens["cpu"] = previous
 
 
 @pytest.fixture(autouse=True)
