@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import warnings
 from typing import Any
 
 import torch
@@ -45,6 +46,11 @@ class Patch:
 _MISSING = object()
 _lock = threading.Lock()
 _saved: dict[tuple[type, str], Any] = {}
+#: What ``_apply`` installed, by (owner, name), while it is installed.
+_installed: dict[tuple[Any, str], Any] = {}
+#: (what was installed, upstream's original) of attributes that were replaced on
+#: top of the overlay when it was disabled: the replacement may put ours back.
+_left_behind: dict[tuple[Any, str], tuple[Any, Any]] = {}
 
 
 def check_torch_version(version: str | None = None) -> None:
@@ -130,22 +136,50 @@ def is_enabled() -> bool:
 
 
 def _apply(table: list[Patch], saved: dict[tuple[Any, str], Any]) -> None:
-    """Install ``table``, recording each original in ``saved``; a no-op if ``saved`` is set."""
+    """Install ``table``, recording each original in ``saved``; a no-op if ``saved`` is set.
+
+    An attribute that still holds what an earlier ``_apply`` installed (someone
+    put it back after ``_revert``, as a mock does when it stops) is not taken
+    for upstream's: the original recorded then is used, so nothing is wrapped twice.
+    """
     with _lock:
         if saved:
             return
         for patch in table:
+            key = (patch.owner, patch.name)
             original = vars(patch.owner).get(patch.name, _MISSING)
-            saved[(patch.owner, patch.name)] = original
-            setattr(patch.owner, patch.name, patch.build(original))
+            if key in _left_behind and original is _left_behind[key][0]:
+                original = _left_behind.pop(key)[1]
+            saved[key] = original
+            installed = patch.build(original)
+            _installed[key] = installed
+            setattr(patch.owner, patch.name, installed)
 
 
 def _revert(saved: dict[tuple[Any, str], Any]) -> None:
-    """Put back every original recorded in ``saved``, as the identical object."""
+    """Put back every original recorded in ``saved``, as the identical object.
+
+    An attribute that no longer holds what ``_apply`` installed was replaced on
+    top of the overlay (a test's ``mock.patch.object``, still active); putting
+    upstream's back drops that replacement, so a warning names it.
+    """
     with _lock:
-        for (owner, name), original in reversed(list(saved.items())):
+        for key, original in reversed(list(saved.items())):
+            owner, name = key
+            installed = _installed.pop(key, None)
+            current = vars(owner).get(name, _MISSING)
+            if current is not installed:
+                warnings.warn(
+                    f"inductor_fx_unbacked.disable(): {owner.__qualname__}.{name} was replaced "
+                    f"after the overlay was enabled ({current!r}); restoring upstream's "
+                    "drops that replacement. Enable and disable the overlay outside any "
+                    "patch of the same attribute.",
+                    stacklevel=3,
+                )
+                _left_behind[key] = (installed, original)
             if original is _MISSING:
-                delattr(owner, name)
+                if current is not _MISSING:
+                    delattr(owner, name)
             else:
                 setattr(owner, name, original)
         saved.clear()

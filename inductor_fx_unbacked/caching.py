@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch._inductor.custom_graph_pass import get_hash_for_files
 
-from . import _compat
+from . import _compat, _overlay
 from ._compat import CustomBackendPass
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ class ArtifactIdentity(CustomBackendPass):
             os.environ.get("TRITON_INTERPRET", "0") if self.device == "cpu" else None,
             self.runner,
             self.runtime_asserts,
+            # Disabled inside fx_backend, upstream's converter writes the graph.
+            _overlay.is_enabled(),
             inner,
         )
 

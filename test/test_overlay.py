@@ -55,6 +55,51 @@ def test_repeated_enable_and_disable_are_safe():
     assert [current(p) for p in _overlay.patches()] == originals
 
 
+def test_disable_under_a_patch_warns_and_enable_does_not_wrap_its_own_wrapper():
+    """A patch of an overlay attribute that outlives the overlay (``patcher.stop()``
+    after ``disable()``) puts the overlay's wrapper back; the next ``enable()``
+    wraps upstream's method again, not that leftover, and ``disable()`` restores
+    upstream's."""
+    from unittest import mock
+
+    from torch._inductor.codegen.wrapper_fxir import FxConverter
+
+    upstream = vars(FxConverter)["generate"]
+    ifx.enable()
+    wrapper = vars(FxConverter)["generate"]
+    patcher = mock.patch.object(FxConverter, "generate", lambda self: None)
+    patcher.start()
+    with pytest.warns(UserWarning, match=r"FxConverter\.generate was replaced after the overlay"):
+        ifx.disable()
+    patcher.stop()
+    assert vars(FxConverter)["generate"] is wrapper  # what the patch saw, put back
+
+    ifx.enable()
+    assert vars(FxConverter)["generate"].__wrapped__ is upstream
+    ifx.disable()
+    assert vars(FxConverter)["generate"] is upstream
+
+
+def test_enable_inside_a_patch_wraps_the_patch_and_disable_puts_it_back():
+    """Upstream's tests patch ``FxConverter.generate`` around a compile; ``fx_backend``
+    inside that patch enables the overlay around the patch and gives it back."""
+    from unittest import mock
+
+    from torch._inductor.codegen.wrapper_fxir import FxConverter
+
+    upstream = vars(FxConverter)["generate"]
+
+    def counting(self):
+        return upstream(self)
+
+    with mock.patch.object(FxConverter, "generate", counting):
+        ifx.enable()
+        assert vars(FxConverter)["generate"].__wrapped__ is counting
+        ifx.disable()
+        assert vars(FxConverter)["generate"] is counting
+    assert vars(FxConverter)["generate"] is upstream
+
+
 @pytest.mark.parametrize("version", ["2.9.1", "2.9.0+cu128", "2.16.0", "2.16.0a0+git1234"])
 def test_unsupported_torch_version_is_refused(monkeypatch, version):
     monkeypatch.setattr(torch, "__version__", version)

@@ -7,13 +7,14 @@ functions are methods of ``FxConverter`` once the overlay is enabled (see
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import logging
 import operator
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sympy
@@ -567,8 +568,28 @@ def _lookup_call_arg(self: FxConverter, arg: Any, raw_arg: Any) -> Any:
         return self._generate_buffer(raw_arg)
     node = self.buffer_to_node[arg]
     if should_unwrap_unspec_arg(arg):
-        return self.gm.graph.call_function(aten.item.default, (node,))
+        with _allowing_scalar_outputs():
+            return self.gm.graph.call_function(aten.item.default, (node,))
     return node
+
+
+@contextlib.contextmanager
+def _allowing_scalar_outputs() -> Iterator[None]:
+    """Let ``meta["val"]`` of an ``aten.item`` node be a fresh unbacked symbol.
+
+    Inductor also unwraps 0-d CPU tensors that no Python scalar made, such as the
+    tangent of a scalar loss in a backward graph on CPU; their fake mode may not
+    allow scalar outputs, and the fake ``item`` then raises
+    ``DataDependentOutputException``. The value only describes the node
+    (``generate`` ignores the fresh symbol), so the check is lifted for it.
+    """
+    fake_mode = V.fake_mode
+    previous = fake_mode.allow_scalar_outputs
+    fake_mode.allow_scalar_outputs = True
+    try:
+        yield
+    finally:
+        fake_mode.allow_scalar_outputs = previous
 
 
 def _autotune_unless_unhinted(
