@@ -52,9 +52,9 @@ C)
         timeout 270 python3 benchmarks/data_dependent.py --skip-cold --cold-json $out/cold.json \
             --out $out/$day-h200-bench.md"
     track 1 modes-user-kernels bash -c "
-        IFX_MODES_PER_PROGRAM=1 timeout 330 python3 benchmarks/gpu_modes_user_kernels.py \
+        IFX_MODES_PER_PROGRAM=1 timeout 320 python3 benchmarks/gpu_modes_user_kernels.py \
             --out $out/$day-h200-modes-user-kernels.md;
-        timeout 200 python3 benchmarks/upstream_suite.py --out $out/$day-h200-upstream-suite.md"
+        timeout 230 python3 benchmarks/upstream_suite.py --budget-s 200 --out $out/$day-h200-upstream-suite.md"
     ;;
 *)
     echo "part A, B or C" >&2
