@@ -245,6 +245,9 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.ops:aten", "_functional_assert_scalar"),
     Private("torch.ops:aten", "_make_dep_token"),
     Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
+    # torch._logging: the structured trace's handlers, set up again once the
+    # package's logger is registered (``inductor_fx_unbacked._logging``).
+    Private("torch._logging._internal", "_init_logs"),
     # Triton.
     Private("triton.runtime.driver:driver", "_active", checked_on="Triton 3.6 3.7 3.8 3.9"),
 )

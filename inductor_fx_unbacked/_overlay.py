@@ -1,10 +1,11 @@
 """Install and remove the overlay: the only module that touches upstream objects.
 
 The overlay is a table of (upstream owner, attribute, our implementation).
-``enable()`` saves each original from the owner's own ``__dict__`` and sets ours
-(or, for a ``wraps`` entry, ours built around the original); ``disable()`` puts
-the identical original objects back. Everything else in the
-package is ordinary code that can be read and tested without patching anything.
+Each row is built by ``replace`` (ours instead of upstream's) or ``wrap`` (ours
+built around upstream's). ``enable()`` saves each original from the owner's own
+``__dict__`` and sets ours; ``disable()`` puts the identical original objects
+back. Everything else in the package is ordinary code that can be read and
+tested without patching anything.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ class Patch:
         return self.replacement(original)
 
 
+def replace(owner: Any, fn: Any, name: str | None = None) -> Patch:
+    """A row that installs ``fn`` as ``owner.<name>``; ``name`` defaults to ``fn.__name__``."""
+    return Patch(owner, name or fn.__name__, fn)
+
+
+def wrap(owner: Any, wrapper: Any, name: str | None = None) -> Patch:
+    """A row that installs ``wrapper(original)`` around ``owner.<name>``, upstream's or
+    inherited; ``name`` defaults to ``wrapper.__name__``."""
+    return Patch(owner, name or wrapper.__name__, wrapper, wraps=True)
+
+
 _MISSING = object()
 _lock = threading.Lock()
 _saved: dict[tuple[type, str], Any] = {}
@@ -66,7 +78,7 @@ def check_torch_version(version: str | None = None) -> None:
 
 
 def patches() -> list[Patch]:
-    """The overlay, declaratively: which upstream attribute each of ours replaces.
+    """The overlay, declaratively: which upstream attribute each of ours replaces or wraps.
 
     Attributes that upstream lacks (new converter methods) are added, and
     removed again by ``disable()``.
@@ -79,54 +91,54 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 
     from . import interpreter
+    from .codegen import fx_checks as checks
+    from .codegen import fx_control as control
+    from .codegen import fx_symbols as symbols
+    from .codegen import fx_triton as kernels
     from .codegen import wrapper as w
     from .codegen import wrapper_fxir as fx
 
-    table = [
-        # Part 1 and 2: the line, and its text.
-        (PythonWrapperCodegen, w.codegen_unbacked_symbol_defs_for_outputs),
-        (PythonWrapperCodegen, w._codegen_unbacked_symbol_defs_for_outputs),
-        # Part 3: FX definitions, on the KeyPath walk.
-        (FxConverter, fx._generate_unbacked_symbol_defs),
-        (FxConverter, fx._generate_dynamic_scalar),
-        # Parts 4 and 5: the Triton call.
-        (FxConverter, fx._generate_kernel_definition),
-        (FxConverter, fx._generate_triton_call),
-        # Fake values for meta["val"] leave no pending unbacked symbols behind.
-        (FxConverter, fx.ignoring_fresh_unbacked_symbols, "generate", True),
-        # Symbolic arguments of extern kernels and fallbacks, as nodes.
-        (FxConverter, fx.materializing_symbolic_args, "_generate_extern_kernel_common", True),
-        (FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call", True),
-        # Outputs nested in lists.
-        (FxConverter, fx._generate_multi_output),
-        # Graph inputs: upstream's, without a placeholder name twice.
-        (FxConverter, fx.deduplicating_graph_inputs, "_generate_graph_inputs", True),
-        # Checks of the graph inputs, once their shapes are defined.
-        (FxConverter, fx.checking_graph_inputs, "_generate_graph_input_shapes", True),
-        # Runtime checks as wrapper IR for the FX wrapper; upstream's for the others.
-        (ir.AssertScalar, w.codegen_scalar_assert, "codegen", True),
-        (ir.ExternKernel, w.codegen_size_asserts, None, True),
-        (ir.ExternKernel, w.codegen_alignment_asserts, None, True),
-        (TritonKernel, w.codegen_nan_check, None, True),
-        (MultiKernel, w.codegen_multi_kernel_nan_check, "codegen_nan_check", True),
-        (FxConverter, fx._generate_scalar_assert),
-        (FxConverter, fx._generate_size_stride_assert),
-        (FxConverter, fx._generate_alignment_assert),
-        (FxConverter, fx._generate_nan_check),
-        (FxConverter, fx._generate_outputs),
-        # The remaining raw-text definition sites, as lines for the FX wrapper.
-        (PythonWrapperCodegen, w.codegen_dynamic_select_index, None, True),
-        (PythonWrapperCodegen, w.codegen_dynamic_slice_size, None, True),
-        (WrapperFxCodegen, w.codegen_while_loop_fx, "codegen_while_loop"),
-        (FxConverter, fx._generate_dynamic_select_index),
-        (FxConverter, fx._generate_dynamic_slice_size),
-        (FxConverter, fx._generate_while_loop),
-        # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
-        (VariableBuilder, interpreter.tracing_interpreted_kernels, "_wrap", True),
-    ]
     return [
-        Patch(owner, (entry[0] if entry else None) or replacement.__name__, replacement, *entry[1:])
-        for owner, replacement, *entry in table
+        # Part 1 and 2: the line, and its text.
+        replace(PythonWrapperCodegen, w.codegen_unbacked_symbol_defs_for_outputs),
+        replace(PythonWrapperCodegen, w._codegen_unbacked_symbol_defs_for_outputs),
+        # Part 3: FX definitions, on the KeyPath walk.
+        replace(FxConverter, symbols._generate_unbacked_symbol_defs),
+        replace(FxConverter, symbols._generate_dynamic_scalar),
+        # Parts 4 and 5: the Triton call.
+        replace(FxConverter, kernels._generate_kernel_definition),
+        replace(FxConverter, kernels._generate_triton_call),
+        # Fake values for meta["val"] leave no pending unbacked symbols behind.
+        wrap(FxConverter, fx.ignoring_fresh_unbacked_symbols, "generate"),
+        # Symbolic arguments of extern kernels and fallbacks, as nodes.
+        wrap(FxConverter, fx.materializing_symbolic_args, "_generate_extern_kernel_common"),
+        wrap(FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call"),
+        # Outputs nested in lists.
+        replace(FxConverter, fx._generate_multi_output),
+        # Graph inputs: upstream's, without a placeholder name twice.
+        wrap(FxConverter, fx.deduplicating_graph_inputs, "_generate_graph_inputs"),
+        # Checks of the graph inputs, once their shapes are defined.
+        wrap(FxConverter, checks.checking_graph_inputs, "_generate_graph_input_shapes"),
+        # Runtime checks as wrapper IR for the FX wrapper; upstream's for the others.
+        wrap(ir.AssertScalar, w.codegen_scalar_assert, "codegen"),
+        wrap(ir.ExternKernel, w.codegen_size_asserts),
+        wrap(ir.ExternKernel, w.codegen_alignment_asserts),
+        wrap(TritonKernel, w.codegen_nan_check),
+        wrap(MultiKernel, w.codegen_multi_kernel_nan_check, "codegen_nan_check"),
+        replace(FxConverter, checks._generate_scalar_assert),
+        replace(FxConverter, checks._generate_size_stride_assert),
+        replace(FxConverter, checks._generate_alignment_assert),
+        replace(FxConverter, checks._generate_nan_check),
+        replace(FxConverter, fx._generate_outputs),
+        # The remaining raw-text definition sites, as lines for the FX wrapper.
+        wrap(PythonWrapperCodegen, w.codegen_dynamic_select_index),
+        wrap(PythonWrapperCodegen, w.codegen_dynamic_slice_size),
+        replace(WrapperFxCodegen, w.codegen_while_loop_fx, "codegen_while_loop"),
+        replace(FxConverter, symbols._generate_dynamic_select_index),
+        replace(FxConverter, symbols._generate_dynamic_slice_size),
+        replace(FxConverter, control._generate_while_loop),
+        # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
+        wrap(VariableBuilder, interpreter.tracing_interpreted_kernels, "_wrap"),
     ]
 
 
@@ -211,13 +223,13 @@ def interpreter_patches() -> list[Patch]:
     from . import _compat, interpreter
 
     table = [
-        Patch(triton_interpreter.InterpreterBuilder, name, interpreter.contiguous_operands, True)
+        wrap(triton_interpreter.InterpreterBuilder, interpreter.contiguous_operands, name)
         for name in ("create_atomic_rmw", "create_atomic_cas")
     ]
-    table.append(Patch(triton_interpreter, "_implicit_cvt", interpreter.converting_floats, True))
+    table.append(wrap(triton_interpreter, interpreter.converting_floats, "_implicit_cvt"))
     # Launches of user kernels inside a traced ``triton_op`` record the kernel call.
     table += [
-        Patch(owner, "run", interpreter.tracing_kernel_launches, True)
+        wrap(owner, interpreter.tracing_kernel_launches, "run")
         for owner in (
             triton_interpreter.InterpretedFunction,
             triton_autotuner.Autotuner,
@@ -225,9 +237,7 @@ def interpreter_patches() -> list[Patch]:
         )
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
-        table.append(
-            Patch(triton_interpreter, "_patch_lang_tensor", interpreter.patch_lang_tensor, True)
-        )
+        table.append(wrap(triton_interpreter, interpreter.patch_lang_tensor, "_patch_lang_tensor"))
     return table
 
 

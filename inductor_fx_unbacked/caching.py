@@ -266,7 +266,7 @@ def _load_artifact(encoded: str) -> Any:
 
 
 def _load_kernel(source: KernelSource) -> int:
-    from .codegen.wrapper_fxir import load_kernel
+    from .codegen.fx_triton import load_kernel
 
     _, wrapped = load_kernel(source)
     return wrapped.kernel_idx

@@ -45,7 +45,7 @@ from torch._inductor.codegen.wrapper import KernelDefinitionLine
 from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
 from . import _compat
-from .codegen.wrapper_fxir import kernel_source_of, load_kernel
+from .codegen.fx_triton import kernel_source_of, load_kernel
 
 INTERPRET_ENV = "TRITON_INTERPRET"
 

@@ -135,7 +135,7 @@ def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
 def _lower_triton_kernel(
     graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[int, torch.fx.Node]
 ) -> None:
-    from .codegen.wrapper_fxir import tuner_for_kernel
+    from .codegen.fx_triton import tuner_for_kernel
 
     kwargs = dict(node.kwargs)
     kernel_idx = kwargs["kernel_idx"]

@@ -30,8 +30,8 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.utils._pytree import SequenceKey
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.codegen.fx_symbols import FxKeyPathEmitter
 from inductor_fx_unbacked.codegen.keypath import PythonTextEmitter, define_symbol
-from inductor_fx_unbacked.codegen.wrapper_fxir import FxKeyPathEmitter
 
 u0 = sympy.Symbol("u0", integer=True)
 

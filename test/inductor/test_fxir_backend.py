@@ -26,8 +26,8 @@ from torch.testing._internal.common_utils import (
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked._programs import signed
+from inductor_fx_unbacked.codegen import fx_symbols, fx_triton
 from inductor_fx_unbacked.codegen import wrapper as ours
-from inductor_fx_unbacked.codegen import wrapper_fxir as ours_fx
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 aten = torch.ops.aten
@@ -580,16 +580,16 @@ class OverlayProvenanceTest(FxirTestCase):
             )
             self.assertIs(
                 FxConverter._generate_unbacked_symbol_defs,
-                ours_fx._generate_unbacked_symbol_defs,
+                fx_symbols._generate_unbacked_symbol_defs,
             )
-            self.assertIs(FxConverter._generate_triton_call, ours_fx._generate_triton_call)
+            self.assertIs(FxConverter._generate_triton_call, fx_triton._generate_triton_call)
         finally:
             ifx.disable()
         self.assertIsNot(
             PythonWrapperCodegen._codegen_unbacked_symbol_defs_for_outputs,
             ours._codegen_unbacked_symbol_defs_for_outputs,
         )
-        self.assertIsNot(FxConverter._generate_triton_call, ours_fx._generate_triton_call)
+        self.assertIsNot(FxConverter._generate_triton_call, fx_triton._generate_triton_call)
 
     @parametrize("cpp_wrapper", [False, True])
     def test_divide_by_key_text_checks_divisibility(self, cpp_wrapper):

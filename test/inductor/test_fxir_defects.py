@@ -31,7 +31,7 @@ from torch.testing._internal.common_utils import instantiate_parametrized_tests,
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.codegen import wrapper as ours
-from inductor_fx_unbacked.codegen.wrapper_fxir import tuner_for_kernel
+from inductor_fx_unbacked.codegen.fx_triton import tuner_for_kernel
 from inductor_fx_unbacked.runner import lower
 
 requires_cuda = unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
@@ -169,13 +169,13 @@ class StaleLauncherTest(FxirTestCase):
         self.assertIs(second_tuner.fn, kernel_side_table.get_kernel(second_idx))
 
     def test_registry_forgets_kernels_that_left_the_side_table(self):
-        from inductor_fx_unbacked.codegen import wrapper_fxir
+        from inductor_fx_unbacked.codegen import fx_triton
 
         self.compiled_kernel_indices(positives_sin, self.inputs(3))
         torch._dynamo.reset()
         self.compiled_kernel_indices(positives_cos, self.inputs(3))
         live = {id(k) for k in kernel_side_table.id_to_kernel.values()}
-        self.assertLessEqual(set(wrapper_fxir._tuners), live)
+        self.assertLessEqual(set(fx_triton._tuners), live)
 
 
 @triton.jit
