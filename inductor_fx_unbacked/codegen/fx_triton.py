@@ -186,10 +186,18 @@ def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
     interpreter runs), and its ``InterpretedFunction`` is wrapped for the table
     as it is.
     """
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
     module = PyCodeCache.load(source.module_code)
     tuner = getattr(module, source.kernel_name)
     if isinstance(tuner, LambdaFuture):
         tuner = tuner.result()
+    if not isinstance(tuner, CachingAutotuner):
+        # A C++ kernel of a graph that also runs on the CPU, for example.
+        raise NotImplementedError(
+            f"FX conversion supports Triton kernels only; kernel {source.kernel_name} is a "
+            f"{type(tuner).__module__}.{type(tuner).__qualname__}"
+        )
     ensure_kernel_loaded(tuner)
     if source.interpreted:
         from ..interpreter import InterpretedCompileResult
