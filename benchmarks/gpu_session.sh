@@ -42,19 +42,32 @@ A)
             --out $out/$day-h200-warm-start.md"
     ;;
 B)
-    timeout 420 python3 benchmarks/ep_moe.py --with-tests --out "$out/$day-h200x2-ep-moe.md" \
+    # Expert-parallel MoE on both GPUs, then the cache tests (GPU 0) and the rest of
+    # the model sweep (GPU 1).
+    timeout 300 python3 benchmarks/ep_moe.py --with-tests --out "$out/$day-h200x2-ep-moe.md" \
         >"$out/ep-moe.log" 2>&1
     echo "exit $?" >>"$out/ep-moe.log"
+    track 0 cache-tests timeout 170 python3 benchmarks/gpu_issue12.py \
+        "$out/$day-h200-cache-tests.md"
+    track 1 models bash -c "
+        timeout 90 python3 -m pytest -q -p no:cacheprovider --tb=long \
+            test/inductor/test_fxir_defects.py -k 'StaleLauncher or UserKernelConstexpr';
+        timeout 160 python3 benchmarks/models.py --device cuda --budget 120 \
+            --out $out/$day-h200-models-2.md --cases batched_nms,box_filtering,\
+fasterrcnn_postprocess_detections,rpn_filter_proposals,pyg_subgraph,pyg_remove_self_loops,\
+pyg_sage_on_masked_graph,qwen3_moe_forward,mixtral_forward"
     ;;
 C)
+    # The benchmark (GPU 0); warm starts and upstream's suite (GPU 1).
     track 0 bench bash -c "
-        timeout 280 python3 benchmarks/data_dependent.py --cold-only --cold-json $out/cold.json;
-        timeout 270 python3 benchmarks/data_dependent.py --skip-cold --cold-json $out/cold.json \
-            --out $out/$day-h200-bench.md"
-    track 1 modes-user-kernels bash -c "
-        IFX_MODES_PER_PROGRAM=1 timeout 320 python3 benchmarks/gpu_modes_user_kernels.py \
-            --out $out/$day-h200-modes-user-kernels.md;
-        timeout 230 python3 benchmarks/upstream_suite.py --budget-s 200 --out $out/$day-h200-upstream-suite.md"
+        timeout 200 python3 benchmarks/data_dependent.py --cold-only --cold-json $out/cold.json;
+        timeout 250 python3 benchmarks/data_dependent.py --skip-cold --cold-json $out/cold.json \
+            --seconds 4 --out $out/$day-h200-bench.md"
+    track 1 warm-upstream bash -c "
+        timeout 200 python3 benchmarks/warm_start.py --device cuda --jobs 8 \
+            --programs P1 P3 P5 P6 P7 P8 --out $out/$day-h200-warm-start.md;
+        timeout 230 python3 benchmarks/upstream_suite.py --budget-s 200 \
+            --runs overlay-own,upstream-own --out $out/$day-h200-upstream-suite.md"
     ;;
 *)
     echo "part A, B or C" >&2
