@@ -42,25 +42,50 @@ def caches_forced_off() -> bool:
         return bool(torch.compiler.config.force_disable_caches)
 
 
-def pytest_pyfunc_call(pyfuncitem):
-    if pyfuncitem.get_closest_marker("caches_on") is None or not caches_forced_off():
-        return None
+#: The outcome of each test of a module run in a child process, by node id, and
+#: the child's output; one child per module (per xdist worker), not per test.
+_child_runs: dict[str, tuple[dict[str, str], str]] = {}
+
+
+def _run_module_in_child(module: str) -> tuple[dict[str, str], str]:
+    import re
     import subprocess
     import sys
     from pathlib import Path
 
-    env = {k: v for k, v in os.environ.items() if k not in FORCE_DISABLE_CACHES}
-    root = Path(__file__).parents[1]
-    child = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert child.returncode == 0, (
-        f"{pyfuncitem.nodeid} failed in a child process with the caches on:\n"
-        + child.stdout[-6000:]
+    if module not in _child_runs:
+        env = {k: v for k, v in os.environ.items() if k not in FORCE_DISABLE_CACHES}
+        env.pop("PYTEST_XDIST_WORKER", None)
+        child = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", module],
+            cwd=Path(__file__).parents[1],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        outcomes = dict(
+            (nodeid, outcome)
+            for outcome, nodeid in re.findall(
+                r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", child.stdout, re.M
+            )
+        )
+        _child_runs[module] = (outcomes, child.stdout + child.stderr)
+    return _child_runs[module]
+
+
+def pytest_pyfunc_call(pyfuncitem):
+    if pyfuncitem.get_closest_marker("caches_on") is None or not caches_forced_off():
+        return None
+    import pytest
+
+    module = pyfuncitem.nodeid.split("::", 1)[0]
+    outcomes, output = _run_module_in_child(module)
+    outcome = outcomes.get(pyfuncitem.nodeid)
+    if outcome == "SKIPPED":
+        pytest.skip("skipped in the child process with the caches on")
+    assert outcome == "PASSED", (
+        f"{pyfuncitem.nodeid}: {outcome or 'no result'} in a child process with the caches "
+        f"on:\n{output[-6000:]}"
     )
     return True

@@ -32,18 +32,16 @@ pytestmark = pytest.mark.caches_on
 
 
 @pytest.fixture
-def cache_dirs(tmp_path, monkeypatch):
-    """Fresh Inductor and Triton cache dirs, for this process and the ones it starts."""
-    dirs = {
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
-    }
-    for name, value in dirs.items():
-        monkeypatch.setenv(name, value)
-    from torch._inductor.codecache import PyCodeCache
+def cache_dirs(tmp_path):
+    """Fresh Inductor and Triton cache dirs, for this process and the ones it starts.
 
-    PyCodeCache.cache_clear()
-    yield dirs
+    Inductor's ``fresh_cache`` also clears the in-memory caches that remember the
+    cache dir (torch 2.10 keeps it after the environment changes).
+    """
+    from torch._inductor.utils import fresh_cache
+
+    with fresh_cache(dir=str(tmp_path)):
+        yield
     torch._dynamo.reset()
 
 
@@ -225,8 +223,7 @@ class TestUnstorableArtifact:
         # A kernel that reaches the side table by a path that records no source
         # (upstream's converter, with the overlay disabled inside fx_backend on
         # CUDA) makes the artifact unstorable: each compile converts again.
-        monkeypatch.setattr(caching, "_kernel_sources", {})
-        monkeypatch.setattr(caching, "record_kernel_source", lambda *args: None)
+        monkeypatch.setattr(caching, "kernel_source", lambda kernel_idx: None)
         for _ in range(2):
             graphs, hit = fx_graphs(DEVICE)
             assert len(graphs) == 1 and hit == 0
