@@ -321,3 +321,18 @@ WRAP_TRITON_TAKES_INTERPRETED = hasattr(triton_library, "_is_interpreted_triton_
 WRAP_TRITON_TAKES_INTERPRETED_AUTOTUNER = hasattr(
     triton_library, "_has_interpreted_triton_autotuner"
 )
+
+
+# User kernels in the CPU mode. Torch 2.15 checks a user kernel's keyword launch
+# arguments against the device's Triton backend while writing its definition
+# (``try_filter_backend_options_for_target``, after
+# ``CpuInterface.raise_if_triton_unavailable``); Triton's wheels have no CPU
+# backend, so there a user kernel called with keyword arguments does not compile
+# in the CPU mode (``TritonUnavailableError``). Absent on 2.10 to 2.14.
+def _user_kernel_options_need_a_device_backend() -> bool:
+    from torch._inductor.runtime import triton_helpers
+
+    return hasattr(triton_helpers, "try_filter_backend_options_for_target")
+
+
+USER_KERNEL_OPTIONS_NEED_A_DEVICE_BACKEND = _user_kernel_options_need_a_device_backend()
