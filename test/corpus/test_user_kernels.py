@@ -46,6 +46,11 @@ WRAP_TRITON_TAKES = {
 def marks(name):
     if XFAIL[name]:
         yield pytest.mark.xfail(strict=True, reason=XFAIL[name])
+    if DEVICE == "cpu" and not _compat.WRAP_TRITON_TAKES_INTERPRETED:
+        yield pytest.mark.skip(
+            reason=f"torch {torch.__version__}: user kernels in the CPU mode gave NaNs after "
+            "other corpus tests in one process (not alone); covered on the GPU"
+        )
     if DEVICE == "cpu" and _compat.USER_KERNEL_OPTIONS_NEED_A_DEVICE_BACKEND:
         yield pytest.mark.skip(
             reason=f"torch {torch.__version__} checks a user kernel's launch options against "
