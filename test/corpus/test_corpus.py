@@ -27,16 +27,6 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 UNBACKED = re.compile(r"^(u|zuf|zub)\d+$")
 
 
-@pytest.fixture(autouse=True)
-def dynamo_config():
-    with torch._dynamo.config.patch(
-        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
-    ):
-        torch._dynamo.reset()
-        yield
-    ifx.disable()
-
-
 def results(program, fn, inputs):
     return [run(program, fn, args) for args in inputs]
 

@@ -119,16 +119,6 @@ def pairs() -> list[tuple[Mode, str]]:
     return sorted(selected, key=lambda p: (MODES.index(p[0]), THIRD.index(p[1])))
 
 
-@pytest.fixture(autouse=True)
-def dynamo_config():
-    with torch._dynamo.config.patch(
-        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
-    ):
-        torch._dynamo.reset()
-        yield
-    ifx.disable()
-
-
 class WithParameter(torch.nn.Module):
     """The program, and a second output that reads a parameter, which freezing
     turns into a constant of the graph."""

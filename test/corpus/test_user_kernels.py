@@ -26,16 +26,6 @@ from inductor_fx_unbacked.interpreter import interpreter_driver
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.fixture(autouse=True)
-def dynamo_config():
-    with torch._dynamo.config.patch(
-        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
-    ):
-        torch._dynamo.reset()
-        yield
-    ifx.disable()
-
-
 #: Whether this torch's ``wrap_triton`` takes an interpreted kernel, by kind.
 WRAP_TRITON_TAKES = {
     "kernel": _compat.WRAP_TRITON_TAKES_INTERPRETED,
