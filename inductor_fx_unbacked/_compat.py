@@ -225,6 +225,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
             "_generate_unbacked_symbol_defs",
             "_generate_dynamic_scalar",
             "_generate_kernel_definition",
+            "_generate_kernel_call",
             "_generate_triton_call",
             "_generate_extern_kernel_common",
             "_generate_fallback_call",

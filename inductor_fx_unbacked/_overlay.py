@@ -108,6 +108,8 @@ def patches() -> list[Patch]:
         # Parts 4 and 5: the Triton call.
         replace(FxConverter, kernels._generate_kernel_definition),
         replace(FxConverter, kernels._generate_triton_call),
+        # C++ kernels of a graph's CPU part (codegen/fx_cpp.py).
+        replace(FxConverter, kernels._generate_kernel_call),
         # Fake values for meta["val"] leave no pending unbacked symbols behind.
         wrap(FxConverter, fx.ignoring_fresh_unbacked_symbols, "generate"),
         # Symbolic arguments of extern kernels and fallbacks, as nodes.

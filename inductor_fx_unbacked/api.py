@@ -90,6 +90,11 @@ def compile_graph_with(runner: str, gm: torch.fx.GraphModule) -> Callable[..., A
     return compile_lowered(gm)
 
 
+def recording() -> bool:
+    """Whether a ``recording_graphs`` (or ``capture_fx_graphs``) is open."""
+    return bool(_graph_sinks)
+
+
 def record_graphs(graphs: list[torch.fx.GraphModule]) -> None:
     """Hand graphs to every ``recording_graphs`` that is open."""
     for sink in _graph_sinks:
@@ -199,28 +204,37 @@ def fx_backend(
             stack.callback(_overlay.disable)
         stack.callback(_restore_registration(device))
         codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
-        if not runtime_asserts or runner != FxWrapperCodegen.runner:
-            options = {"runtime_asserts": runtime_asserts, "runner": runner}
-            codegen = type(codegen.__name__, (codegen,), options)
-        previous = common.device_codegens[device]
-        # The artifact's identity goes into Inductor's and AOTAutograd's cache
-        # keys through the device's custom backend pass (inductor_fx_unbacked.caching).
-        identity = ArtifactIdentity(
-            device, runner, runtime_asserts, common.custom_backend_passes.get(device)
-        )
-        common.register_backend_for_device(
-            device,
-            previous.scheduling,
-            codegen,
-            previous.cpp_wrapper_codegen,
-            codegen,
-            identity,
-            common.custom_backend_codegen_configs.get(device),
-        )
+        register_fx_wrapper(device, codegen, runner=runner, runtime_asserts=runtime_asserts)
         if device == "cpu":
             stack.enter_context(config.patch(cpu_backend="triton"))
             stack.enter_context(interpreter_driver())
         yield
+
+
+def register_fx_wrapper(
+    device: str, codegen: type[FxWrapperCodegen], *, runner: str, runtime_asserts: bool
+) -> None:
+    """Register ``codegen`` (with ``runner`` and ``runtime_asserts``) as ``device``'s JIT
+    and ``fx_wrapper`` codegen, keeping the device's scheduling and C++ wrapper, and
+    its artifact identity as the device's custom backend pass (``caching``)."""
+    if not runtime_asserts or runner != codegen.runner:
+        options = {"runtime_asserts": runtime_asserts, "runner": runner}
+        codegen = type(codegen.__name__, (codegen,), options)
+    previous = common.device_codegens[device]
+    # The artifact's identity goes into Inductor's and AOTAutograd's cache
+    # keys through the device's custom backend pass (inductor_fx_unbacked.caching).
+    identity = ArtifactIdentity(
+        device, runner, runtime_asserts, common.custom_backend_passes.get(device)
+    )
+    common.register_backend_for_device(
+        device,
+        previous.scheduling,
+        codegen,
+        previous.cpp_wrapper_codegen,
+        codegen,
+        identity,
+        common.custom_backend_codegen_configs.get(device),
+    )
 
 
 def device_type(device: str | torch.device) -> str:

@@ -39,7 +39,7 @@ from ._compat import CustomBackendPass
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the stored form of an FX artifact changes.
-ARTIFACT_FORMAT = 1
+ARTIFACT_FORMAT = 2
 
 
 @functools.cache
@@ -148,13 +148,15 @@ def artifact_source(gm: torch.fx.GraphModule, runner: str) -> str:
     """
     kernels: dict[int, KernelSource] = {}
     constant_args: dict[int, dict[str, Any]] = {}
-    storable = _storable_copy(gm, kernels, constant_args)
+    cpp_kernels: dict[str, KernelSource] = {}
+    storable = _storable_copy(gm, _Stored(kernels, constant_args, cpp_kernels))
     payload = {
         "format": ARTIFACT_FORMAT,
         "runner": runner,
         "graph": storable,
         "kernels": kernels,
         "constant_args": constant_args,
+        "cpp_kernels": cpp_kernels,
     }
     try:
         data = _compat.GraphPickler.dumps(payload, _compat.graph_pickler_options())
@@ -177,13 +179,21 @@ def unstorable_artifact_source(reason: str) -> str:
     )
 
 
-def _storable_copy(
-    gm: torch.fx.GraphModule,
-    kernels: dict[int, KernelSource],
-    constant_args: dict[int, dict[str, Any]],
-) -> torch.fx.GraphModule:
+@dataclasses.dataclass
+class _Stored:
+    """What an artifact stores beside its graphs: Triton kernels (by side-table
+    index), their constant args (by index), C++ kernels (by key)."""
+
+    kernels: dict[int, KernelSource]
+    constant_args: dict[int, dict[str, Any]]
+    cpp_kernels: dict[str, KernelSource]
+
+
+def _storable_copy(gm: torch.fx.GraphModule, stored: _Stored) -> torch.fx.GraphModule:
     """A copy of ``gm`` (and of its subgraphs) that keeps only what cannot be recomputed."""
     from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+
+    from .codegen import fx_cpp
 
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
@@ -197,15 +207,18 @@ def _storable_copy(
             value = _fetch_attr(gm, node.target)
             if not isinstance(value, torch.fx.GraphModule):
                 raise ArtifactNotStored(f"the graph holds a constant ({node.target})")
-            root.add_module(node.target, _storable_copy(value, kernels, constant_args))
+            root.add_module(node.target, _storable_copy(value, stored))
         elif node.target is torch.ops.higher_order.triton_kernel_wrapper_mutation:
             kernel_idx = node.kwargs["kernel_idx"]
             source = kernel_source(kernel_idx)
             if source is None:
                 raise ArtifactNotStored(f"kernel {kernel_idx} has no recorded source")
-            kernels[kernel_idx] = source
+            stored.kernels[kernel_idx] = source
             index = node.kwargs["constant_args_idx"]
-            constant_args[index] = kernel_side_table.get_constant_args(index)
+            stored.constant_args[index] = kernel_side_table.get_constant_args(index)
+        elif node.target is torch.ops.fx_unbacked.cpp_kernel.default:
+            key = node.args[0]
+            stored.cpp_kernels[key] = fx_cpp.kernel_source(key)
         elif node.op == "call_function" and not _is_storable_target(node.target):
             raise ArtifactNotStored(f"node {node.name} calls {node.target!r}")
     return torch.fx.GraphModule(root, graph, class_name=type(gm).__name__)
@@ -242,6 +255,7 @@ def _load_artifact(encoded: str) -> Any:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     from . import api
+    from .codegen import fx_cpp  # defines the operator that C++ kernel nodes call
 
     fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
     payload = _compat.GraphPickler.loads(base64.b64decode(encoded), fake_mode)
@@ -249,13 +263,18 @@ def _load_artifact(encoded: str) -> Any:
         raise ArtifactNotStored(
             f"FX artifact format {payload.get('format')}, not {ARTIFACT_FORMAT}"
         )
+    for key, source in payload["cpp_kernels"].items():
+        if fx_cpp.register_source(source) != key:
+            raise ArtifactNotStored(f"C++ kernel {key}: its stored source has another key")
     kernel_indices = {old: _load_kernel(source) for old, source in payload["kernels"].items()}
     constant_indices = {
         old: _add_constant_args(args) for old, args in payload["constant_args"].items()
     }
     gm: torch.fx.GraphModule = payload["graph"]
     graphs: list[torch.fx.GraphModule] = []
-    _restore(gm, kernel_indices, constant_indices, fake_mode, graphs)
+    # Fake values cost most of a load; only those who receive the graphs see them.
+    with_values = api.recording()
+    _restore(gm, kernel_indices, constant_indices, fake_mode if with_values else None, graphs)
     api.record_graphs(graphs)
     run = api.compile_graph_with(payload["runner"], gm)
 
@@ -285,9 +304,11 @@ def _restore(
     fake_mode: Any,
     graphs: list[torch.fx.GraphModule],
 ) -> None:
-    """Point kernel nodes at the reloaded kernels and recompute ``meta["val"]``;
-    subgraphs first, in the order the converter produced them."""
-    shape_env = fake_mode.shape_env
+    """Point kernel nodes at the reloaded kernels and, with a ``fake_mode``,
+    recompute ``meta["val"]``; subgraphs first, in the order the converter
+    produced them. Without one, the graph is the runner's only: placeholders keep
+    their stored values, and the runner reads the rest off the targets
+    (``straightline.is_symbolic``)."""
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             value = _fetch_attr(gm, node.target)
@@ -300,8 +321,8 @@ def _restore(
                 "kernel_idx": kernel_indices[node.kwargs["kernel_idx"]],
                 "constant_args_idx": constant_indices[node.kwargs["constant_args_idx"]],
             }
-        if node.op == "call_function":
-            with shape_env.ignore_fresh_unbacked_symbols():
+        if node.op == "call_function" and fake_mode is not None:
+            with fake_mode.shape_env.ignore_fresh_unbacked_symbols():
                 _compat.node_metadata_hook(node, fake_mode=fake_mode)
     gm.recompile()
     graphs.append(gm)

@@ -188,6 +188,24 @@ def interpreter_driver() -> Iterator[None]:
         _compat.restore_triton_driver(previous)
 
 
+@contextlib.contextmanager
+def python_wrapper_reference(device: str) -> Iterator[None]:
+    """Inductor's Python wrapper as the reference that the FX backend is compared with.
+
+    On CPU it gets the CPU mode's kernels: Triton kernels (``cpu_backend="triton"``)
+    run by Triton's interpreter, so that the two compiles differ only in the
+    wrapper (and no C++ compiler runs). On a GPU, the Python wrapper as it is.
+    """
+    if device != "cpu":
+        yield
+        return
+    from torch._inductor import config
+
+    require_interpreter()
+    with interpreter_driver(), config.patch(cpu_backend="triton"):
+        yield
+
+
 @dataclasses.dataclass(frozen=True)
 class InterpretedCompileResult:
     """The compile result of an interpreted kernel: only its config is known."""
@@ -266,6 +284,9 @@ class InterpreterFxConverter(FxConverter):
     """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
 
     def _generate_kernel_definition(self, line: KernelDefinitionLine) -> None:
+        if not line.gpu:  # a C++ kernel
+            super()._generate_kernel_definition(line)
+            return
         check_interpretable(line.kernel_name, line.kernel_body)
         tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=True))
         self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)

@@ -91,11 +91,21 @@ def lower(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             _replace(node, loop, (tuple(carried), tuple(additional)))
         elif node.target in _CHECKS:
             node.target = _CHECKS[node.target]
+        elif _is_cpp_kernel(node.target):
+            from .codegen.fx_cpp import kernel_function
+
+            key, buffers, sizes = node.args
+            _replace(node, kernel_function(key), (*buffers, *sizes))
     _eliminate_dead_code(graph)
     graph.lint()
     # ``gm`` as the root: FX copies over exactly the attributes that the remaining
     # get_attr nodes name (subgraphs are gone, replaced by their lowered copies).
     return torch.fx.GraphModule(gm, graph, class_name="LoweredFxWrapperGraph")
+
+
+def _is_cpp_kernel(target: Any) -> bool:
+    """Whether ``target`` is ``fx_unbacked::cpp_kernel`` (``codegen/fx_cpp.py``)."""
+    return isinstance(target, torch._ops.OpOverload) and target.name() == "fx_unbacked::cpp_kernel"
 
 
 def _replace(node: torch.fx.Node, target: Callable[..., Any], args: tuple[Any, ...]) -> None:

@@ -65,6 +65,20 @@ _TENSOR_METHODS = {
 _SYMBOLIC_VALUES = (torch.SymInt, torch.SymBool, torch.SymFloat, int, bool, float)
 
 
+def is_symbolic(node: torch.fx.Node) -> bool:
+    """Whether ``node`` computes a scalar (an int, a ``SymInt``), not a tensor.
+
+    Read off ``meta["val"]``; a graph restored from Inductor's cache for no one
+    but the runner has no fake values (``caching._restore``), and there the
+    target says it: symbolic arithmetic and the scalar accessors of a tensor.
+    """
+    if "val" in node.meta:
+        return isinstance(node.meta["val"], _SYMBOLIC_VALUES)
+    return node.op == "call_function" and (
+        node.target in _MERGEABLE or node.target in _TENSOR_METHODS
+    )
+
+
 def compile_lowered(gm: torch.fx.GraphModule) -> Callable[..., Any]:
     """The callable the FX backend runs for ``gm``: straight-line Python."""
     return generate(runner.lower(gm))
@@ -190,7 +204,7 @@ class _FunctionWriter:
                 last[self.alias.get(used, used)] = node
         freed: dict[torch.fx.Node, list[torch.fx.Node]] = {}
         for used, node in last.items():
-            if not isinstance(used.meta.get("val"), _SYMBOLIC_VALUES):
+            if not is_symbolic(used):
                 freed.setdefault(node, []).append(used)
         return freed
 
@@ -204,7 +218,7 @@ class _FunctionWriter:
         for node in self.graph.nodes:
             if node.op != "call_function" or node.kwargs or node.target not in _MERGEABLE:
                 continue
-            if not isinstance(node.meta.get("val"), _SYMBOLIC_VALUES):
+            if not is_symbolic(node):
                 continue
             key = (node.target, self.key(node.args))
             try:

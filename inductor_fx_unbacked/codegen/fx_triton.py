@@ -39,6 +39,7 @@ from torch.utils._ordered_set import OrderedSet
 from .. import _compat
 from .._compat import HOP_LAUNCH_KWARGS, ensure_kernel_loaded, optimization_hint
 from ..caching import KernelSource, record_kernel_source
+from . import fx_cpp
 from .fx_symbols import _as_sympy
 
 if TYPE_CHECKING:
@@ -131,9 +132,22 @@ def declared_constexprs(fn: Any) -> list[str]:
 
 
 def _generate_kernel_definition(self: FxConverter, line: KernelDefinitionLine) -> None:
-    """Import a Triton kernel and put it in the side table that kernel nodes index."""
+    """Import a Triton kernel and put it in the side table that kernel nodes index;
+    a C++ kernel (``gpu=False``, the CPU part of a graph) goes to ``fx_cpp``."""
+    if not line.gpu:
+        fx_cpp.define_kernel(self, line)
+        return
     tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=False))
     self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
+
+
+def _generate_kernel_call(self: FxConverter, line: KernelCallLine) -> None:
+    """A Triton kernel call (``_generate_triton_call``), or a C++ kernel's (``fx_cpp``)."""
+    assert isinstance(line, KernelCallLine), type(line)
+    if line.triton:
+        self._generate_triton_call(line)
+    else:
+        fx_cpp.generate_call(self, line)
 
 
 #: The autotuner behind each kernel this package's converter defined, for runners
@@ -193,7 +207,6 @@ def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
     if isinstance(tuner, LambdaFuture):
         tuner = tuner.result()
     if not isinstance(tuner, CachingAutotuner):
-        # A C++ kernel of a graph that also runs on the CPU, for example.
         raise NotImplementedError(
             f"FX conversion supports Triton kernels only; kernel {source.kernel_name} is a "
             f"{type(tuner).__module__}.{type(tuner).__qualname__}"

@@ -9,6 +9,7 @@ one process and across processes (``cache_scenario.py`` run as a script).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -266,3 +267,42 @@ def test_warm_start_of_program(cache_dirs, name):
     (cold_code, cold_hits), (warm_code, warm_hits) = runs
     assert cold_hits == 0 and warm_hits >= 1
     assert warm_code == cold_code
+
+
+@pytest.mark.parametrize("name", ["P1", "P3"])
+def test_warm_start_without_recording_skips_fake_values(cache_dirs, monkeypatch, name):
+    """Recomputing ``meta["val"]`` is most of a load, and only those who receive the
+    graphs see it: a warm start that nobody records runs without it, and right."""
+    from inductor_fx_unbacked import _compat
+    from inductor_fx_unbacked._programs import BY_NAME, same
+
+    hook = _compat.node_metadata_hook
+    calls = []
+    monkeypatch.setattr(
+        _compat, "node_metadata_hook", lambda *a, **k: calls.append(1) or hook(*a, **k)
+    )
+    program = BY_NAME[name]
+
+    def compile_and_check(record: bool) -> int:
+        counters.clear()
+        torch._dynamo.reset()
+        with (
+            cache_scenario.caches_on(),
+            torch._dynamo.config.patch(
+                capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+            ),
+            ifx.fx_backend(DEVICE),
+            ifx.recording_graphs() if record else contextlib.nullcontext(),
+        ):
+            compiled = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
+            for n in (64, 200):  # data-dependent sizes differ between the inputs
+                for args in program.inputs(DEVICE, n):
+                    assert same(compiled(*args), program.fn(*args))
+        return counters["aot_autograd"]["autograd_cache_hit"]
+
+    assert compile_and_check(record=True) == 0
+    calls.clear()
+    assert compile_and_check(record=False) >= 1
+    assert calls == []
+    assert compile_and_check(record=True) >= 1
+    assert calls
