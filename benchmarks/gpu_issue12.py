@@ -5,7 +5,9 @@
 Runs ``test/inductor/test_fxir_caching.py`` (the Python wrapper's artifact never
 served to the FX backend and the other way round, in one process and across
 processes; warm starts served from the cache with their FX graphs, the lowered
-runner and no new Triton cache entries), and writes the date, GPU, versions,
+runner and no new Triton cache entries) and ``test/inductor/test_fxir_cpp_kernels.py``
+(C++ kernels of a CUDA graph's CPU part, stored and restored with the artifact),
+and writes the date, GPU, versions,
 counts and failures to RESULTS.md. ``TORCHINDUCTOR_FORCE_DISABLE_CACHES`` is not
 set (under it, torch 2.10 to 2.12 run each test in a child process, which costs
 time); the tests turn the caches on themselves, each with fresh cache dirs.
@@ -18,7 +20,7 @@ import sys
 
 from gpu_issue13 import run_tests
 
-TESTS = ["test/inductor/test_fxir_caching.py"]
+TESTS = ["test/inductor/test_fxir_caching.py", "test/inductor/test_fxir_cpp_kernels.py"]
 
 
 def main() -> int:
@@ -26,7 +28,7 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     return run_tests(
-        "Issue 12 cache tests on the GPU",
+        "Issue 12 cache and C++-kernel tests on the GPU",
         TESTS,
         pathlib.Path(sys.argv[1]),
         force_disable_caches=False,

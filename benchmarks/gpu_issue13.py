@@ -31,9 +31,18 @@ def main() -> int:
 
 
 def run_tests(
-    title: str, tests: list[str], out: pathlib.Path, force_disable_caches: bool = True
+    title: str,
+    tests: list[str],
+    out: pathlib.Path,
+    force_disable_caches: bool = True,
+    limit_s: float | None = None,
 ) -> int:
-    """Run ``tests`` on the GPU (caches off unless told) and write the results to ``out``."""
+    """Run ``tests`` on the GPU (caches off unless told) and write the results to ``out``.
+
+    ``limit_s`` (default: ``IFX_TEST_LIMIT_S``, else 480) stops the tests in time
+    for the report to be written with what ran, inside a caller's own limit.
+    """
+    limit_s = limit_s or float(os.environ.get("IFX_TEST_LIMIT_S", 480))
     import torch
     import triton
 
@@ -41,12 +50,24 @@ def run_tests(
     if force_disable_caches:
         env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     env.pop("TRITON_INTERPRET", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *tests]
+    command = [sys.executable, "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider", *tests]
     started = datetime.datetime.now()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=480)
+    try:
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=limit_s)
+        log, returncode = proc.stdout + proc.stderr, proc.returncode
+        status = f"exit status {returncode}"
+    except subprocess.TimeoutExpired as e:  # the report keeps what ran
+        log = "".join(
+            out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+            for out in (e.stdout, e.stderr)
+        )
+        status, returncode = f"stopped after {limit_s} s", 124
     seconds = (datetime.datetime.now() - started).total_seconds()
-    log = proc.stdout + proc.stderr
-    summary = (re.findall(r"^=*\s*(\d+ (?:passed|failed).*?) in [\d.]+s", log, re.M) or ["?"])[-1]
+    summary = (re.findall(r"^=*\s*(\d+ (?:passed|failed).*?) in [\d.]+s", log, re.M) or [""])[-1]
+    if not summary:  # stopped: count the verbose lines of the tests that finished
+        outcomes = re.findall(r"::\S+ (PASSED|FAILED|ERROR|SKIPPED|XFAIL)", log)
+        counts = {o: outcomes.count(o) for o in dict.fromkeys(outcomes)}
+        summary = ", ".join(f"{n} {o.lower()}" for o, n in counts.items()) + " (so far)"
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     lines = [
         f"# {title}",
@@ -57,7 +78,7 @@ def run_tests(
         f"- Command: `{' '.join(command[1:])}`"
         + (" with `TORCHINDUCTOR_FORCE_DISABLE_CACHES=1`." if force_disable_caches else "."),
         "",
-        f"Result: **{summary}** in {seconds:.0f} s (exit status {proc.returncode}).",
+        f"Result: **{summary}** in {seconds:.0f} s ({status}).",
         "",
         "Failures, errors and skips:",
         "",
@@ -73,7 +94,7 @@ def run_tests(
     ]
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:8]))
-    return proc.returncode
+    return returncode
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The GPU runs of issues 12 to 16, in three parts that each fit one device call
+# The GPU runs of issues 12 and 16, in three parts that each fit one device call
 # (under 10 minutes) on a machine with two H200s (torch 2.11, Triton 3.6):
 #
-#   bash benchmarks/gpu_session.sh A RESULTS_DIR   # cache and defect tests (GPU 0); the
-#                                                  # model sweep and warm starts (GPU 1)
-#   bash benchmarks/gpu_session.sh B RESULTS_DIR   # expert-parallel MoE on both GPUs
-#   bash benchmarks/gpu_session.sh C RESULTS_DIR   # the data-dependent benchmark (GPU 0);
-#                                                  # modes, user kernels, upstream's
-#                                                  # FX-backend suite (GPU 1)
+#   bash benchmarks/gpu_session.sh A RESULTS_DIR   # C++ kernels in a CUDA graph; whole
+#                                                  # transformers models (both GPUs)
+#   bash benchmarks/gpu_session.sh B RESULTS_DIR   # cache tests, warm starts (GPU 0);
+#                                                  # the rest of the model sweep (GPU 1)
+#   bash benchmarks/gpu_session.sh C RESULTS_DIR   # upstream's FX-backend suite, defect
+#                                                  # tests (GPU 0); the benchmark's cold
+#                                                  # and new-size compiles (GPU 1)
 #
 # Each track writes its markdown report into RESULTS_DIR and its log beside it.
 # expecttest, which the machine lacks, comes from the wheel in .whl/ if present.
@@ -32,42 +33,41 @@ track() {  # track GPU NAME COMMAND...: run COMMAND on one GPU, log to NAME.log
 
 case $part in
 A)
-    track 0 cache-defects bash -c "
-        timeout 280 python3 benchmarks/gpu_issue12.py $out/$day-h200-cache-tests.md;
-        timeout 240 python3 benchmarks/gpu_issue13.py $out/$day-h200-issue13-defects.md"
-    track 1 models-warm bash -c "
-        timeout 290 python3 benchmarks/models.py --device cuda --budget 200 \
-            --out $out/$day-h200-models.md;
-        timeout 240 python3 benchmarks/warm_start.py --device cuda --jobs 6 \
-            --out $out/$day-h200-warm-start.md"
+    # C++ kernels in a CUDA graph (the test), then whole transformers models split
+    # over both GPUs; each model run writes JSON after every case (merged later with
+    # `python benchmarks/models.py --merge`).
+    track 0 models-1 bash -c "
+        timeout 100 python3 -m pytest -q -p no:cacheprovider test/inductor/test_fxir_cpp_kernels.py;
+        timeout 420 python3 benchmarks/models.py --device cuda --budget 260 \
+            --cases mixtral_forward,qwen3_moe_forward --json $out/models-1.json"
+    track 1 models-2 timeout 520 python3 benchmarks/models.py --device cuda --budget 330 \
+        --cases olmoe_forward,mixtral_train_step,qwen3_moe_train_step --json "$out/models-2.json"
     ;;
 B)
-    # Expert-parallel MoE on both GPUs, then the cache tests (GPU 0) and the rest of
-    # the model sweep (GPU 1).
-    timeout 300 python3 benchmarks/ep_moe.py --with-tests --out "$out/$day-h200x2-ep-moe.md" \
-        >"$out/ep-moe.log" 2>&1
-    echo "exit $?" >>"$out/ep-moe.log"
-    track 0 cache-tests timeout 170 python3 benchmarks/gpu_issue12.py \
-        "$out/$day-h200-cache-tests.md"
-    track 1 models bash -c "
-        timeout 90 python3 -m pytest -q -p no:cacheprovider --tb=long \
-            test/inductor/test_fxir_defects.py -k 'StaleLauncher or UserKernelConstexpr';
-        timeout 160 python3 benchmarks/models.py --device cuda --budget 120 \
-            --out $out/$day-h200-models-2.md --cases batched_nms,box_filtering,\
-fasterrcnn_postprocess_detections,rpn_filter_proposals,pyg_subgraph,pyg_remove_self_loops,\
-pyg_sage_on_masked_graph,qwen3_moe_forward,mixtral_forward"
+    # Cache tests across processes and C++ kernels (GPU 0), then warm starts; the rest
+    # of the model sweep (GPU 1).
+    track 0 cache-warm bash -c "
+        timeout 300 python3 benchmarks/gpu_issue12.py $out/$day-h200-cache-tests.md;
+        timeout 210 python3 benchmarks/warm_start.py --device cuda --jobs 8 --repeat 3 \
+            --programs P1 P3 P5 P6 --out $out/$day-h200-warm-start.md"
+    track 1 models-3 timeout 520 python3 benchmarks/models.py --device cuda --budget 420 \
+        --cases olmoe_train_step,mixtral_moe_block,qwen3_moe_block,olmoe_block,\
+mixtral_moe_block_train_step,batched_nms,box_filtering,fasterrcnn_postprocess_detections,\
+rpn_filter_proposals,pyg_subgraph,pyg_remove_self_loops,pyg_sage_on_masked_graph \
+        --json "$out/models-3.json"
     ;;
 C)
-    # The benchmark (GPU 0); warm starts and upstream's suite (GPU 1).
-    track 0 bench bash -c "
-        timeout 200 python3 benchmarks/data_dependent.py --cold-only --cold-json $out/cold.json;
-        timeout 250 python3 benchmarks/data_dependent.py --skip-cold --cold-json $out/cold.json \
-            --seconds 4 --out $out/$day-h200-bench.md"
-    track 1 warm-upstream bash -c "
-        timeout 200 python3 benchmarks/warm_start.py --device cuda --jobs 8 \
-            --programs P1 P3 P5 P6 P7 P8 --out $out/$day-h200-warm-start.md;
-        timeout 230 python3 benchmarks/upstream_suite.py --budget-s 200 \
-            --runs overlay-own,upstream-own --out $out/$day-h200-upstream-suite.md"
+    # Upstream's suite under Inductor's default config and its own (GPU 0, then the
+    # issue-13 defect tests); the data-dependent benchmark's cold and new-size
+    # compiles (GPU 1).
+    track 0 upstream-defects bash -c "
+        timeout 300 python3 benchmarks/upstream_suite.py --budget-s 280 --jobs 2 \
+            --runs overlay-default,overlay-own --out $out/$day-h200-upstream-suite.md;
+        timeout 200 python3 benchmarks/gpu_issue13.py $out/$day-h200-issue13-defects.md"
+    track 1 bench bash -c "
+        timeout 230 python3 benchmarks/data_dependent.py --cold-only --cold-json $out/cold.json;
+        timeout 270 python3 benchmarks/data_dependent.py --skip-cold --cold-json $out/cold.json \
+            --seconds 3 --out $out/$day-h200-bench.md"
     ;;
 *)
     echo "part A, B or C" >&2

@@ -19,6 +19,9 @@ The interpreter has no ``libdevice``; a case that needs it is reported as
     python benchmarks/models.py --device cuda --out benchmarks/results/DATE-h200-models.md
     python benchmarks/models.py --device cuda --budget 200 --cases mixtral_forward,...  # in order
     python benchmarks/models.py --device cpu --cases mixtral_moe_block,batched_nms  # a subset
+    # parts run apart (two GPUs, two calls), then one report:
+    python benchmarks/models.py --cases A,B --json part1.json; ... --cases C --json part2.json
+    python benchmarks/models.py --merge part1.json part2.json --out report.md
 
 The report ends with ``models_cases: <m>``, ``models_python_wrapper_passed: <p>``,
 ``models_fx_passed: <n>``, ``models_needs_gpu: <g>``,
@@ -457,20 +460,6 @@ def fx_unbacked_definitions(graphs: list[Any]) -> int:
 PYTHON_DEFINITION = re.compile(r"^\s*(u\d+) = (?![A-Za-z_]\w*$)", re.MULTILINE)
 
 
-@contextlib.contextmanager
-def python_wrapper(device: str) -> Iterator[None]:
-    """Inductor's default wrapper; on CPU with Triton kernels in the interpreter."""
-    if device != "cpu":
-        yield
-        return
-    from torch._inductor import config
-
-    from inductor_fx_unbacked.interpreter import interpreter_driver
-
-    with interpreter_driver(), config.patch(cpu_backend="triton"):
-        yield
-
-
 def graph_breaks(built: Built) -> int:
     """Dynamo's graph breaks in the case's code, on its first input (``explain``)."""
     import torch
@@ -506,7 +495,10 @@ def compile_and_check(
     import torch
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked.interpreter import InterpreterUnsupportedError
+    from inductor_fx_unbacked.interpreter import (
+        InterpreterUnsupportedError,
+        python_wrapper_reference,
+    )
 
     torch._dynamo.reset()
     if backend == "fx":
@@ -514,7 +506,7 @@ def compile_and_check(
         context.enter_context(ifx.fx_backend(device))
         graphs = context.enter_context(ifx.recording_graphs())
     else:
-        context, graphs = python_wrapper(device), []
+        context, graphs = python_wrapper_reference(device), []
     start = time.perf_counter()
     try:
         with context:
@@ -579,6 +571,7 @@ def report(
     device: str,
     seconds: float,
     not_run: list[str] | None = None,
+    runs: int = 1,
 ) -> str:
     import torch
     import triton
@@ -594,7 +587,8 @@ def report(
         "- each case: `torch.compile(fn, dynamic=D)` (fullgraph=False, Dynamo's capture flags on), "
         "compared with eager on two inputs with different data-dependent sizes"
         + ("; CPU: `use_fast_math` (exp through tl.math)" if device == "cpu" else ""),
-        f"- wall time: {seconds:.0f} s",
+        f"- wall time: {seconds:.0f} s"
+        + (f", summed over the {runs} runs merged into this report" if runs > 1 else ""),
         "",
         "| case | library | dynamic | graph breaks | FX graphs | unbacked definitions FX "
         "| unbacked definitions Python wrapper | FX backend | Python wrapper | FX s | Python s |",
@@ -670,7 +664,13 @@ def main() -> int:
         action="store_true",
         help="on CPU, also compile the cases that need libdevice (minutes each)",
     )
+    parser.add_argument("--json", default=None, help="also write the rows as JSON (for --merge)")
+    parser.add_argument(
+        "--merge", nargs="+", default=None, help="JSON files of earlier runs: write one report"
+    )
     args = parser.parse_args()
+    if args.merge:
+        return merge(args.merge, args.out)
 
     import torch
 
@@ -705,13 +705,68 @@ def main() -> int:
                 f"({fx.seconds:.1f} s), python {python.status} {python.detail}",
                 flush=True,
             )
-        if args.out:  # after each case, so that a run stopped early keeps its rows
+        # After each case, so that a run stopped early keeps its rows.
+        if args.out:
             with open(args.out, "w") as f:
                 f.write(report(results, device, time.perf_counter() - start, not_run))
+        if args.json:
+            write_json(args.json, results, device, time.perf_counter() - start, not_run)
     text = report(results, device, time.perf_counter() - start, not_run)
     print(text)
     if args.out:
         with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+def write_json(
+    path: str,
+    results: list[tuple[Case, bool, Outcome, Outcome]],
+    device: str,
+    seconds: float,
+    not_run: list[str],
+) -> None:
+    import json
+
+    rows = [
+        {"case": c.name, "dynamic": d, "python": dataclasses.asdict(p), "fx": dataclasses.asdict(f)}
+        for c, d, p, f in results
+    ]
+    data = {"device": device, "seconds": seconds, "rows": rows, "not_run": not_run}
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
+def merge(paths: list[str], out: str | None) -> int:
+    """One report from the JSON of several runs (cases in the sweep's order)."""
+    import json
+
+    by_name = {case.name: case for case in CASES}
+    rows: dict[tuple[str, bool], tuple[Case, bool, Outcome, Outcome]] = {}
+    seconds, devices, not_run = 0.0, set(), []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        seconds += data["seconds"]
+        devices.add(data["device"])
+        not_run += data["not_run"]
+        for row in data["rows"]:
+            case = by_name[row["case"]]
+            rows[(case.name, row["dynamic"])] = (
+                case,
+                row["dynamic"],
+                Outcome(**row["python"]),
+                Outcome(**row["fx"]),
+            )
+    assert len(devices) == 1, f"runs on different devices: {devices}"
+    ran = {name for name, _ in rows}
+    not_run = [name for name in dict.fromkeys(not_run) if name not in ran]
+    order = {case.name: i for i, case in enumerate(CASES)}
+    results = sorted(rows.values(), key=lambda r: (order[r[0].name], r[1]))
+    text = report(results, devices.pop(), seconds, not_run, runs=len(paths))
+    print(text)
+    if out:
+        with open(out, "w") as f:
             f.write(text)
     return 0
 
