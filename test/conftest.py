@@ -26,15 +26,19 @@ if _worker is not None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "corpus"))
 
-# Tests marked ``caches_on`` run with Inductor's caches on. Torch 2.10 to 2.12 let
-# TORCHINDUCTOR_FORCE_DISABLE_CACHES override any config patch
-# (``env_name_force``), so under that variable such a test runs in a child pytest
-# process without it, and passes or fails with the child.
+# Tests marked ``caches_on`` run with Inductor's caches on. TORCHINDUCTOR_FORCE_DISABLE_CACHES
+# overrides any config patch (``env_name_force``), so under that variable such a
+# test runs in a child pytest process without it, one per module (started in the
+# background at collection), and passes or fails with the child.
 FORCE_DISABLE_CACHES = ("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "TORCH_COMPILE_FORCE_DISABLE_CACHES")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "caches_on: the test needs Inductor's caches on")
+    config.addinivalue_line(
+        "markers",
+        "corpus_static: the corpus without dynamic=True (CI runs it on the oldest release only)",
+    )
 
 
 def caches_forced_off() -> bool:
@@ -42,35 +46,86 @@ def caches_forced_off() -> bool:
         return bool(torch.compiler.config.force_disable_caches)
 
 
-#: The outcome of each test of a module run in a child process, by node id, and
-#: the child's output; one child per module (per xdist worker), not per test.
+#: The outcome of each marked test of a module run in a child process, by node id,
+#: and the child's output: one child per module and test run, not per test.
 _child_runs: dict[str, tuple[dict[str, str], str]] = {}
 
+#: Runs a child pytest (its arguments follow the result path) and writes its
+#: outcomes as JSON to the result path, atomically.
+_CHILD = """
+import json, os, re, subprocess, sys
+result, args = sys.argv[1], sys.argv[2:]
+child = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True)
+outcomes = dict(
+    (nodeid, outcome)
+    for outcome, nodeid in re.findall(
+        r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\\S+)", child.stdout, re.M
+    )
+)
+with open(result + ".tmp", "w") as f:
+    json.dump([outcomes, child.stdout + child.stderr], f)
+os.replace(result + ".tmp", result)
+"""
 
-def _run_module_in_child(module: str) -> tuple[dict[str, str], str]:
-    import re
+
+def _result_path(module: str) -> str:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    folder = os.path.join(tempfile.gettempdir(), f"ifx-caches-on-{run}")
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, module.replace("/", "_") + ".json")
+
+
+def _start_child(module: str) -> None:
+    """Start the child for ``module`` in the background, unless a worker of this run
+    already did (the first to create its marker file starts it)."""
     import subprocess
     import sys
     from pathlib import Path
 
+    result = _result_path(module)
+    try:
+        os.close(os.open(result + ".started", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return
+    env = {k: v for k, v in os.environ.items() if k not in FORCE_DISABLE_CACHES}
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_XDIST_WORKER_COUNT"):
+        env.pop(name, None)
+    args = ["-q", "-rA", "-p", "no:cacheprovider", "-m", "caches_on", module]
+    subprocess.Popen(
+        [sys.executable, "-c", _CHILD, result, *args], cwd=Path(__file__).parents[1], env=env
+    )
+
+
+def pytest_collection_finish(session):
+    """Where the environment forces caches off, start the children of the modules
+    with marked tests now, so that they run beside the other tests."""
+    if not caches_forced_off():
+        return
+    modules = {
+        item.nodeid.split("::", 1)[0]
+        for item in session.items
+        if item.get_closest_marker("caches_on") is not None
+    }
+    for module in sorted(modules):
+        _start_child(module)
+
+
+def _run_module_in_child(module: str) -> tuple[dict[str, str], str]:
+    """The outcomes of the module's marked tests in its child, waiting for them."""
+    import json
+    import time
+
     if module not in _child_runs:
-        env = {k: v for k, v in os.environ.items() if k not in FORCE_DISABLE_CACHES}
-        env.pop("PYTEST_XDIST_WORKER", None)
-        child = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", module],
-            cwd=Path(__file__).parents[1],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        outcomes = dict(
-            (nodeid, outcome)
-            for outcome, nodeid in re.findall(
-                r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", child.stdout, re.M
-            )
-        )
-        _child_runs[module] = (outcomes, child.stdout + child.stderr)
+        _start_child(module)  # a no-op where the collection started it
+        result = _result_path(module)
+        deadline = time.monotonic() + 1800
+        while not os.path.exists(result):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the child pytest of {module} gave no result in 30 minutes")
+            time.sleep(0.5)
+        with open(result) as f:
+            outcomes, output = json.load(f)
+        _child_runs[module] = (outcomes, output)
     return _child_runs[module]
 
 

@@ -53,7 +53,6 @@ def caches_on() -> contextlib.ExitStack:
 
 def compile_and_run(backend: str, device: str) -> dict[str, Any]:
     from torch._dynamo.utils import counters
-    from torch._inductor import config
 
     counters.clear()
     torch._dynamo.reset()
@@ -75,11 +74,9 @@ def compile_and_run(backend: str, device: str) -> dict[str, Any]:
             runner.lower = lambda gm: lowered.append(gm) or lower(gm)
             stack.callback(setattr, runner, "lower", lower)
         elif device == "cpu":
-            from inductor_fx_unbacked.interpreter import interpreter_driver, require_interpreter
+            from inductor_fx_unbacked.interpreter import python_wrapper_reference
 
-            require_interpreter()
-            stack.enter_context(config.patch(cpu_backend="triton"))
-            stack.enter_context(interpreter_driver())
+            stack.enter_context(python_wrapper_reference(device))
         compiled = torch.compile(program, dynamic=True, fullgraph=True)
         matches = [torch.equal(compiled(x), program(x)) for x in inputs(device)]
     return {
