@@ -572,18 +572,14 @@ def report(
     seconds: float,
     not_run: list[str] | None = None,
     runs: int = 1,
+    environment: list[str] | None = None,
 ) -> str:
-    import torch
-    import triton
-
-    versions = {name: __import__(name).__version__ for name in LIBRARIES}
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "none (CPU, Triton interpreter)"
+    """The markdown report; ``environment`` (where and with what the cases ran) is
+    this process's unless given (a merge of runs made elsewhere)."""
     lines = [
         f"# Model sweep ({datetime.date.today().isoformat()})",
         "",
-        f"- device: {device}; GPU: {gpu}; host: {platform.node()}",
-        f"- torch {torch.__version__}, Triton {triton.__version__}, "
-        + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        *(environment or describe_environment(device)),
         "- each case: `torch.compile(fn, dynamic=D)` (fullgraph=False, Dynamo's capture flags on), "
         "compared with eager on two inputs with different data-dependent sizes"
         + ("; CPU: `use_fast_math` (exp through tl.math)" if device == "cpu" else ""),
@@ -719,6 +715,19 @@ def main() -> int:
     return 0
 
 
+def describe_environment(device: str) -> list[str]:
+    import torch
+    import triton
+
+    versions = {name: __import__(name).__version__ for name in LIBRARIES}
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "none (CPU, Triton interpreter)"
+    return [
+        f"- device: {device}; GPU: {gpu}; host: {platform.node()}",
+        f"- torch {torch.__version__}, Triton {triton.__version__}, "
+        + ", ".join(f"{k} {v}" for k, v in versions.items()),
+    ]
+
+
 def write_json(
     path: str,
     results: list[tuple[Case, bool, Outcome, Outcome]],
@@ -732,7 +741,13 @@ def write_json(
         {"case": c.name, "dynamic": d, "python": dataclasses.asdict(p), "fx": dataclasses.asdict(f)}
         for c, d, p, f in results
     ]
-    data = {"device": device, "seconds": seconds, "rows": rows, "not_run": not_run}
+    data = {
+        "device": device,
+        "environment": describe_environment(device),
+        "seconds": seconds,
+        "rows": rows,
+        "not_run": not_run,
+    }
     with open(path, "w") as f:
         json.dump(data, f)
 
@@ -743,12 +758,13 @@ def merge(paths: list[str], out: str | None) -> int:
 
     by_name = {case.name: case for case in CASES}
     rows: dict[tuple[str, bool], tuple[Case, bool, Outcome, Outcome]] = {}
-    seconds, devices, not_run = 0.0, set(), []
+    seconds, devices, not_run, environments = 0.0, set(), [], set()
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         seconds += data["seconds"]
         devices.add(data["device"])
+        environments.add(tuple(data["environment"]))
         not_run += data["not_run"]
         for row in data["rows"]:
             case = by_name[row["case"]]
@@ -759,11 +775,14 @@ def merge(paths: list[str], out: str | None) -> int:
                 Outcome(**row["fx"]),
             )
     assert len(devices) == 1, f"runs on different devices: {devices}"
+    assert len(environments) == 1, f"runs in different environments: {environments}"
     ran = {name for name, _ in rows}
     not_run = [name for name in dict.fromkeys(not_run) if name not in ran]
     order = {case.name: i for i, case in enumerate(CASES)}
     results = sorted(rows.values(), key=lambda r: (order[r[0].name], r[1]))
-    text = report(results, devices.pop(), seconds, not_run, runs=len(paths))
+    text = report(
+        results, devices.pop(), seconds, not_run, runs=len(paths), environment=[*environments.pop()]
+    )
     print(text)
     if out:
         with open(out, "w") as f:
