@@ -236,33 +236,41 @@ def without_table_indices(code: str) -> str:
     return re.sub(r"(kernel_idx|constant_args_idx) = \d+", r"\1 = N", code)
 
 
+def compile_program(name: str, sizes: tuple[int, ...], record: bool = True):
+    """Compile one of the package's programs inside ``fx_backend`` with the caches on,
+    check it against eager on inputs of each size, and return the graphs recorded
+    (None without recording) and the number of cache hits."""
+    from inductor_fx_unbacked._programs import BY_NAME, same
+
+    program = BY_NAME[name]
+    counters.clear()
+    torch._dynamo.reset()
+    with (
+        cache_scenario.caches_on(),
+        torch._dynamo.config.patch(
+            capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+        ),
+        ifx.fx_backend(DEVICE),
+        ifx.recording_graphs() if record else contextlib.nullcontext() as graphs,
+    ):
+        compiled = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
+        for n in sizes:
+            for args in program.inputs(DEVICE, n):
+                assert same(compiled(*args), program.fn(*args))
+    served = (
+        counters["aot_autograd"]["autograd_cache_hit"] + counters["inductor"]["fxgraph_cache_hit"]
+    )
+    return graphs, served
+
+
 @pytest.mark.parametrize("name", ["P3", "P5", "P6", "P7"])
 def test_warm_start_of_program(cache_dirs, name):
     """`.item()` sizes, splits from `.tolist()`, unique and masked_select: the second
     compile is served, with the same graphs and results. (Graphs with ``torch.cond``
     are never cached: Inductor bypasses its caches for them, whatever the wrapper.)"""
-    from inductor_fx_unbacked._programs import BY_NAME, same
-
-    program = BY_NAME[name]
     runs = []
     for _ in range(2):
-        counters.clear()
-        torch._dynamo.reset()
-        with (
-            cache_scenario.caches_on(),
-            torch._dynamo.config.patch(
-                capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
-            ),
-            ifx.fx_backend(DEVICE),
-            ifx.recording_graphs() as graphs,
-        ):
-            compiled = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
-            for args in program.inputs(DEVICE, 64):
-                assert same(compiled(*args), program.fn(*args))
-        served = (
-            counters["aot_autograd"]["autograd_cache_hit"]
-            + counters["inductor"]["fxgraph_cache_hit"]
-        )
+        graphs, served = compile_program(name, (64,))
         runs.append(([without_table_indices(gm.code) for gm in graphs], served))
     (cold_code, cold_hits), (warm_code, warm_hits) = runs
     assert cold_hits == 0 and warm_hits >= 1
@@ -274,35 +282,17 @@ def test_warm_start_without_recording_skips_fake_values(cache_dirs, monkeypatch,
     """Recomputing ``meta["val"]`` is most of a load, and only those who receive the
     graphs see it: a warm start that nobody records runs without it, and right."""
     from inductor_fx_unbacked import _compat
-    from inductor_fx_unbacked._programs import BY_NAME, same
 
     hook = _compat.node_metadata_hook
     calls = []
     monkeypatch.setattr(
         _compat, "node_metadata_hook", lambda *a, **k: calls.append(1) or hook(*a, **k)
     )
-    program = BY_NAME[name]
-
-    def compile_and_check(record: bool) -> int:
-        counters.clear()
-        torch._dynamo.reset()
-        with (
-            cache_scenario.caches_on(),
-            torch._dynamo.config.patch(
-                capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
-            ),
-            ifx.fx_backend(DEVICE),
-            ifx.recording_graphs() if record else contextlib.nullcontext(),
-        ):
-            compiled = torch.compile(program.fn, fullgraph=True, dynamic=program.dynamic)
-            for n in (64, 200):  # data-dependent sizes differ between the inputs
-                for args in program.inputs(DEVICE, n):
-                    assert same(compiled(*args), program.fn(*args))
-        return counters["aot_autograd"]["autograd_cache_hit"]
-
-    assert compile_and_check(record=True) == 0
+    # Data-dependent sizes differ between the inputs of each size.
+    assert compile_program(name, (64, 200))[1] == 0
     calls.clear()
-    assert compile_and_check(record=False) >= 1
+    assert compile_program(name, (64, 200), record=False)[1] >= 1
     assert calls == []
-    assert compile_and_check(record=True) >= 1
-    assert calls
+    graphs, served = compile_program(name, (64, 200))
+    assert served >= 1 and calls
+    assert all("val" in n.meta for gm in graphs for n in gm.graph.nodes if n.op != "output")
