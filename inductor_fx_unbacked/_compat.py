@@ -217,6 +217,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
             "_generate_sym_node",
             "_generate_sym_nodes",
             "_generate_buffer",
+            "_generate_outputs",
             "_get_buffer",
             "_generate_size_proxy",
             "_record_allocation",

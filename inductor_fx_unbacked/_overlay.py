@@ -131,7 +131,9 @@ def patches() -> list[Patch]:
         replace(FxConverter, checks._generate_size_stride_assert),
         replace(FxConverter, checks._generate_alignment_assert),
         replace(FxConverter, checks._generate_nan_check),
-        replace(FxConverter, fx._generate_outputs),
+        # Graph outputs: constants of every form, and NaN checks (nan_asserts).
+        wrap(FxConverter, fx.converting_constant_buffers, "_generate_buffer"),
+        wrap(FxConverter, fx.checking_outputs, "_generate_outputs"),
         # The remaining raw-text definition sites, as lines for the FX wrapper.
         wrap(PythonWrapperCodegen, w.codegen_dynamic_select_index),
         wrap(PythonWrapperCodegen, w.codegen_dynamic_slice_size),

@@ -98,42 +98,55 @@ def _compound_inputs(self: FxConverter) -> dict[str, sympy.Expr]:
     }
 
 
-def _generate_outputs(self: FxConverter) -> Any:
-    """The graph's outputs; with ``config.nan_asserts``, each float output is checked
-    for NaN and Inf first, as the Python wrapper does."""
-    outputs = [_generate_output(self, node) for node in self.graph_outputs]
-    if config.nan_asserts:
-        for output in outputs:
-            if isinstance(output, torch.fx.Node) and _is_floating_tensor(output):
-                _assert_all_finite(self, output)
-    return outputs[0] if len(outputs) == 1 and not self.is_subgraph else outputs
+def checking_outputs(generate_outputs: F) -> F:
+    """Wrap ``FxConverter._generate_outputs``: with ``config.nan_asserts``, each float
+    tensor output is checked for NaN and Inf before the graph returns it, as the
+    Python wrapper does. The outputs themselves are upstream's."""
+
+    @functools.wraps(generate_outputs)
+    def _generate_outputs(self: FxConverter) -> Any:
+        outputs = generate_outputs(self)
+        if config.nan_asserts:
+            for output in pytree.tree_leaves(outputs):
+                if isinstance(output, torch.fx.Node) and _is_floating_tensor(output):
+                    _assert_all_finite(self, output)
+        return outputs
+
+    return _generate_outputs
 
 
-def _generate_output(self: FxConverter, output: ir.IRNode) -> Any:
-    """One graph output: a node, None, or the constant the Python wrapper returns.
+def converting_constant_buffers(generate_buffer: F) -> F:
+    """Wrap ``FxConverter._generate_buffer`` so that a ``ShapeAsConstantBuffer`` (a
+    graph output that is not a tensor) converts whatever its expression is.
 
-    A non-tensor output is a ``ShapeAsConstantBuffer`` whose expression is what
-    Inductor's lowering left of a ``SymInt``/``SymBool``/``SymFloat``: a Python
-    ``int`` or ``bool`` (a size that lowering specialized, e.g. to a weight's
-    size), a sympy number or boolean atom, or a symbolic expression. The Python
-    wrapper prints the expression, so a constant comes back as a Python constant
-    and an expression as the value of its symbols.
+    Its expression is what Inductor's lowering left of a ``SymInt``/``SymBool``/
+    ``SymFloat``: a Python ``int`` or ``bool`` (a size that lowering specialized,
+    e.g. to a weight's size), a sympy number or boolean atom, or a symbolic
+    expression. Upstream interprets every one as a symbolic expression, which
+    fails on the constants; the Python wrapper prints the expression, so a
+    constant comes back as a Python constant and an expression as the value of
+    its symbols (upstream's conversion). Every other buffer is upstream's.
     """
-    if not isinstance(output, ir.ShapeAsConstantBuffer):
-        return self._generate_buffer(output)
-    expr = output.expr
-    if isinstance(expr, (bool, sympy.logic.boolalg.BooleanAtom)):
-        return bool(expr)
-    if isinstance(expr, (int, sympy.Integer)):
-        return int(expr)
-    if isinstance(expr, sympy.Float):
-        return float(expr)
-    if not isinstance(expr, sympy.Basic):
-        raise TypeError(
-            f"graph output {output!r}: expected an int, a bool or a sympy expression, "
-            f"got {type(expr).__name__}"
-        )
-    return self._sympy_interp(expr).node
+
+    @functools.wraps(generate_buffer)
+    def _generate_buffer(self: FxConverter, node: ir.IRNode) -> Any:
+        if not isinstance(node, ir.ShapeAsConstantBuffer):
+            return generate_buffer(self, node)
+        expr = node.expr
+        if isinstance(expr, (bool, sympy.logic.boolalg.BooleanAtom)):
+            return bool(expr)
+        if isinstance(expr, (int, sympy.Integer)):
+            return int(expr)
+        if isinstance(expr, sympy.Float):
+            return float(expr)
+        if not isinstance(expr, sympy.Basic):
+            raise TypeError(
+                f"graph output {node!r}: expected an int, a bool or a sympy expression, "
+                f"got {type(expr).__name__}"
+            )
+        return generate_buffer(self, node)
+
+    return _generate_buffer
 
 
 # Outputs of multi-output kernels.
