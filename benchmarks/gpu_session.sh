@@ -58,13 +58,14 @@ rpn_filter_proposals,pyg_subgraph,pyg_remove_self_loops,pyg_sage_on_masked_graph
     ;;
 C)
     # Upstream's suite under Inductor's default config and its own (GPU 0, then the
-    # issue-13 defect tests); warm starts (GPU 1).
+    # issue-13 defect tests); warm starts (GPU 1; each process takes 15 to 20 s of
+    # start-up on that host, so two programs, two repeats: about 330 s).
     track 0 upstream-defects bash -c "
         timeout 300 python3 benchmarks/upstream_suite.py --budget-s 280 --jobs 2 \
             --runs overlay-default,overlay-own --out $out/$day-h200-upstream-suite.md;
         timeout 200 python3 benchmarks/gpu_issue13.py $out/$day-h200-issue13-defects.md"
-    track 1 warm timeout 500 python3 benchmarks/warm_start.py --device cuda --jobs 8 \
-        --repeat 3 --programs P1 P3 P5 --out "$out/$day-h200-warm-start.md"
+    track 1 warm timeout 500 python3 benchmarks/warm_start.py --device cuda --jobs 4 \
+        --repeat 2 --programs P1 P3 --out "$out/$day-h200-warm-start.md"
     ;;
 *)
     echo "part A, B or C" >&2
