@@ -172,10 +172,28 @@ def main() -> int:
             for name, run in warm_runs:
                 cache = caches[(name, run.split("-")[0])]
                 runs[(name, run)].append(in_process(name, run, args.device, args.n, cache))
-        warm = {key: median_run(results) for key, results in runs.items()}
+                if args.out:  # after each process, so that a run stopped early keeps them
+                    Path(args.out).write_text(report(args, names, cold, runs))
+    text = report(args, names, cold, runs)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
 
+
+def report(
+    args: argparse.Namespace,
+    names: list[str],
+    cold: dict[tuple[str, str], dict[str, Any]],
+    runs: dict[tuple[str, str], list[dict[str, Any]]],
+) -> str:
+    """The markdown report over the warm runs so far (the median of each); a run
+    stopped early shows in how many warm processes each median is over."""
+    import torch
     import triton
 
+    warm = {key: median_run(results) for key, results in runs.items() if results}
+    done = min(len(results) for results in runs.values())
     lines = [
         "# Warm starts: compile and first call in a fresh process with warm cache dirs",
         "",
@@ -183,7 +201,7 @@ def main() -> int:
         f"- device: {device_name(args.device)}",
         f"- torch {torch.__version__}, Triton {triton.__version__}, n = {args.n}",
         "- each (program, backend): one cold process fills fresh cache dirs, then "
-        f"{args.repeat} warm processes with those dirs are timed (compile plus first call, "
+        f"{done} warm processes with those dirs are timed (compile plus first call, "
         "synchronized); the table shows the median warm run of each",
         "- FX warm: as users run it, nothing recording the FX graphs; FX warm recording: "
         'under `recording_graphs()`, which also recomputes every node\'s `meta["val"]`; '
@@ -209,7 +227,7 @@ def main() -> int:
     ratios, recording_ratios = [], []
     failures = 0
     for name in names:
-        py, fx, rec = (warm[(name, run)] for run in WARM_RUNS)
+        py, fx, rec = (warm.get((name, run), {"error": "not run"}) for run in WARM_RUNS)
         row = [name, seconds(cold[(name, "python")]), seconds(py)]
         row += [seconds(cold[(name, "fx")]), seconds(fx), seconds(rec)]
         if py.get("ok") and fx.get("ok") and rec.get("ok"):
@@ -233,11 +251,7 @@ def main() -> int:
         f"geomean_warm_fx_recording_over_python_wrapper: {geomean(recording_ratios):.3f}",
         f"geomean_warm_fx_over_python_wrapper: {geomean(ratios):.3f}",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
