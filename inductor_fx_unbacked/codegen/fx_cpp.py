@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 from torch._inductor.codecache import LambdaFuture, PyCodeCache
-from torch._inductor.codegen.wrapper import KernelCallLine, KernelDefinitionLine
+from torch._inductor.codegen.wrapper import KernelCallLine
 
-from .. import _compat
 from ..caching import KernelSource
 
 if TYPE_CHECKING:
@@ -82,16 +81,13 @@ def _(kernel, buffers, sizes):
 # Conversion.
 
 
-def define_kernel(self: FxConverter, line: KernelDefinitionLine) -> None:
-    """Record a C++ kernel's source under its key (``self.kernels`` maps its name to it)."""
-    code = _compat.format_kernel_definition(
-        line.kernel_name, line.kernel_body, metadata=line.metadata
-    )
-    source = KernelSource("\n".join([self.prologue, code]), line.kernel_name, False)
+def define_kernel(self: FxConverter, source: KernelSource) -> None:
+    """Record a C++ kernel's module source under its key (``self.kernels`` maps the
+    kernel's name to it)."""
     key = register_source(source)
     # Compiled now, as the Python wrapper's module compiles it when it loads.
     kernel_function(key)
-    self.kernels[line.kernel_name] = key
+    self.kernels[source.kernel_name] = key
 
 
 def generate_call(self: FxConverter, line: KernelCallLine) -> None:
@@ -105,6 +101,7 @@ def generate_call(self: FxConverter, line: KernelCallLine) -> None:
     assert isinstance(key, str), f"{line.kernel_name} is not a C++ kernel"
     buffers: list[Any] = []
     sizes: list[Any] = []
+    symbols = {str(expr): expr for expr in self.expr_to_proxy if isinstance(expr, sympy.Symbol)}
     for arg, arg_type in zip(line.call_args, line.arg_types, strict=True):
         if arg_type.endswith("*"):
             if sizes:
@@ -118,15 +115,15 @@ def generate_call(self: FxConverter, line: KernelCallLine) -> None:
                 "is not supported by FX conversion"
             )
         else:
-            sizes.append(self._generate_sym_node(_size_expr(self, line.kernel_name, arg)))
+            sizes.append(self._generate_sym_node(_size_expr(line.kernel_name, arg, symbols)))
     self.gm.graph.call_function(torch.ops.fx_unbacked.cpp_kernel.default, (key, buffers, sizes))
 
 
-def _size_expr(self: FxConverter, kernel_name: str, arg: Any) -> sympy.Expr | int:
-    """A size argument, which the call names in the wrapper's own words (``s0``, ``u1``)."""
+def _size_expr(kernel_name: str, arg: Any, symbols: dict[str, sympy.Symbol]) -> sympy.Expr | int:
+    """A size argument, which the call names in the wrapper's own words (``s0``, ``u1``),
+    over the graph's ``symbols`` by name."""
     if not isinstance(arg, str):
         return arg
-    symbols = {str(expr): expr for expr in self.expr_to_proxy if isinstance(expr, sympy.Symbol)}
     try:
         expr = sympy.sympify(arg, locals=symbols)
     except (sympy.SympifyError, SyntaxError, TypeError) as e:

@@ -135,7 +135,7 @@ def _generate_kernel_definition(self: FxConverter, line: KernelDefinitionLine) -
     """Import a Triton kernel and put it in the side table that kernel nodes index;
     a C++ kernel (``gpu=False``, the CPU part of a graph) goes to ``fx_cpp``."""
     if not line.gpu:
-        fx_cpp.define_kernel(self, line)
+        fx_cpp.define_kernel(self, kernel_source_of(self, line, interpreted=False))
         return
     tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=False))
     self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
