@@ -129,7 +129,7 @@ def program_size(name: str, n: int, heavy_n: int) -> int:
 
 def selected_programs(args: argparse.Namespace) -> list[Any]:
     """The programs of this run, in report order (heavy ones on GPUs only)."""
-    from inductor_fx_unbacked._programs import HEAVY_PROGRAMS, PROGRAMS
+    from inductor_fx_unbacked.demo.programs import HEAVY_PROGRAMS, PROGRAMS
 
     programs = list(PROGRAMS) + (list(HEAVY_PROGRAMS) if args.device == "cuda" else [])
     if args.programs:
@@ -146,7 +146,7 @@ def selected_programs(args: argparse.Namespace) -> list[Any]:
 
 def run_cold(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     """In this (fresh) process: the first call, then the first call on new sizes."""
-    from inductor_fx_unbacked._programs import BY_NAME, same, synchronize
+    from inductor_fx_unbacked.demo.programs import BY_NAME, same, synchronize
 
     setup()
     program = BY_NAME[name]
@@ -247,7 +247,7 @@ def geomean_interval(entries: list[dict[str, Any]]) -> tuple[float, float] | Non
 
 def steady_state(args: argparse.Namespace, programs: list[Any]) -> tuple[dict, int]:
     """Per program: medians (ms) per backend and paired ratios with intervals."""
-    from inductor_fx_unbacked._programs import same, synchronize
+    from inductor_fx_unbacked.demo.programs import same, synchronize
 
     setup()
     results: dict[str, dict[str, Any]] = {}

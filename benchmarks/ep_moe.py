@@ -7,7 +7,7 @@ markdown to ``--out``:
 
 ``--with-tests`` first runs the correctness tests on the GPUs
 (``pytest test/distributed/test_ep_moe.py -k cuda``) and puts their result in
-the report. The layer is ``inductor_fx_unbacked._ep_moe.ExpertParallelMoE``
+the report. The layer is ``inductor_fx_unbacked.demo.ep_moe.ExpertParallelMoE``
 (router, counts exchange, dispatch ``all_to_all`` with ``.tolist()`` split
 sizes, local experts, combine ``all_to_all``). A step is one forward and one
 backward of the layer, on inputs that cycle through ``--inputs`` token batches
@@ -66,7 +66,7 @@ def rank_main(rank, world_size, init_method, options, out_dir):
     import torch.distributed as dist
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked._ep_moe import ExpertParallelMoE
+    from inductor_fx_unbacked.demo.ep_moe import ExpertParallelMoE
 
     device_type = options["device"]
     cuda = device_type == "cuda"
@@ -276,7 +276,7 @@ def main() -> int:
 
     import torch
 
-    from inductor_fx_unbacked._ep_moe import spawn_ranks
+    from inductor_fx_unbacked.demo.ep_moe import spawn_ranks
 
     if args.device == "cuda" and torch.cuda.device_count() < WORLD_SIZE:
         print(f"needs {WORLD_SIZE} GPUs, found {torch.cuda.device_count()}", file=sys.stderr)

@@ -495,7 +495,7 @@ def compile_and_check(
     import torch
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked.interpreter import (
+    from inductor_fx_unbacked.integration.cpu_mode import (
         InterpreterUnsupportedError,
         python_wrapper_reference,
     )

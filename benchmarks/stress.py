@@ -43,7 +43,7 @@ def main() -> int:
     from programs import run as call
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked._programs import same, synchronize
+    from inductor_fx_unbacked.demo.programs import same, synchronize
 
     torch._dynamo.config.capture_scalar_outputs = True
     torch._dynamo.config.capture_dynamic_output_shape_ops = True

@@ -49,7 +49,7 @@ def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     from torch._dynamo.utils import counters
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked._programs import BY_NAME, same, synchronize
+    from inductor_fx_unbacked.demo.programs import BY_NAME, same, synchronize
 
     setup()
     # Inductor's modules and the package's are imported before the clock starts,
@@ -153,7 +153,7 @@ def main() -> int:
         print(json.dumps(run_one(*args.one, args.device, args.n)))
         return 0
 
-    from inductor_fx_unbacked._programs import PROGRAMS
+    from inductor_fx_unbacked.demo.programs import PROGRAMS
 
     names = [p.name for p in PROGRAMS if not args.programs or p.name in args.programs]
     pairs = [(name, backend) for name in names for backend in BACKENDS]

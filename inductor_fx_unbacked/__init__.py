@@ -12,8 +12,8 @@ the names that need Inductor's codegen load on first use.
 import importlib
 from typing import Any
 
-from ._logging import register_log as _register_log
-from ._overlay import (
+from .integration.logs import register_log as _register_log
+from .integration.overlay import (
     SUPPORTED_TORCH,
     UnsupportedTorchVersionError,
     disable,
@@ -26,14 +26,14 @@ __version__ = "0.1.0"
 _register_log()
 
 _LAZY = {
-    "CapturedGraphs": "api",
-    "capture_fx_graphs": "api",
-    "fx_backend": "api",
-    "recording_graphs": "api",
-    "strip_runtime_asserts": "api",
-    "NoUnbackedSymbolWarning": "api",
-    "InterpreterNotEnabledError": "interpreter",
-    "InterpreterUnsupportedError": "interpreter",
+    "CapturedGraphs": "integration.capture",
+    "capture_fx_graphs": "integration.capture",
+    "NoUnbackedSymbolWarning": "integration.capture",
+    "fx_backend": "integration.backend",
+    "recording_graphs": "integration.recording",
+    "strip_runtime_asserts": "codegen.fx_checks",
+    "InterpreterNotEnabledError": "integration.cpu_mode",
+    "InterpreterUnsupportedError": "codegen.converters",
 }
 
 __all__ = [

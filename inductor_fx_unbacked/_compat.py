@@ -140,7 +140,7 @@ CustomBackendPass = getattr(
 )
 
 
-# Storing FX artifacts (inductor_fx_unbacked.caching). Torch's graph pickler, which
+# Storing FX artifacts (artifact/store.py). Torch's graph pickler, which
 # AOTAutograd's cache uses for GraphModules with fake values; with no ops filter
 # every operator is allowed (this package's ``fx_unbacked`` ops among them), and
 # the fake-value hook with which upstream's converter fills ``meta["val"]``.
@@ -213,7 +213,6 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     *(
         Private(_FX_CONVERTER, name)
         for name in (
-            "_import_kernel",
             "_generate_sym_node",
             "_generate_sym_nodes",
             "_generate_buffer",
@@ -235,6 +234,10 @@ PRIVATE_NAMES: tuple[Private, ...] = (
             "_generate_graph_input_shapes",
         )
     ),
+    # Probed, not called: their presence says what a release does.
+    Private(_FX_CONVERTER, "_define_symbol_by_solving", checked_on="2.14 2.15"),
+    Private("torch._library.triton", "_is_interpreted_triton_kernel", checked_on="2.13 2.15"),
+    Private("torch._library.triton", "_has_interpreted_triton_autotuner", checked_on="2.13 2.15"),
     # Inductor's Triton autotuner.
     Private(_AUTOTUNER, "compile_results", on="instance"),
     Private(_AUTOTUNER, "launchers", on="instance"),
@@ -248,11 +251,46 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.ops:aten", "_make_dep_token"),
     Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
     # torch._logging: the structured trace's handlers, set up again once the
-    # package's logger is registered (``inductor_fx_unbacked._logging``).
+    # package's logger is registered (``integration/logs.py``).
     Private("torch._logging._internal", "_init_logs"),
+    # The Python wrapper's fast entry points, which straight-line code calls too.
+    Private("torch._C._dynamo.guards", "_reinterpret_tensor"),
+    Private("torch._C._dynamo.guards", "_empty_strided_cpu"),
+    Private("torch._C._dynamo.guards", "_empty_strided_cuda"),
+    # Dynamo: how a value becomes a variable (the CPU mode's user kernels).
+    Private("torch._dynamo.variables.builder:VariableBuilder", "_wrap"),
+    # Higher-order operators: while_loop's own eager implementation.
+    Private("torch._higher_order_ops.while_loop", "while_loop_dense"),
     # Triton.
     Private("triton.runtime.driver:driver", "_active", checked_on="Triton 3.6 3.7 3.8 3.9"),
+    Private("triton.runtime.interpreter", "_implicit_cvt", checked_on="Triton 3.6 3.7 3.8 3.9"),
+    Private(
+        "triton.runtime.interpreter", "_patch_lang_tensor", checked_on="Triton 3.6 3.7 3.8 3.9"
+    ),
 )
+
+
+def reinterpret_tensor() -> Any:
+    """The Python wrapper's ``reinterpret_tensor`` (a view without the argument
+    parser), or None where this build lacks it."""
+    from torch._C._dynamo import guards
+
+    return getattr(guards, "_reinterpret_tensor", None)
+
+
+def fast_empty_strided(device_type: str) -> Any:
+    """The Python wrapper's allocator for ``device_type`` (``empty_strided_cuda``), or
+    None where this build has none for it."""
+    from torch._C._dynamo import guards
+
+    return getattr(guards, f"_empty_strided_{device_type}", None)
+
+
+def while_loop_dense(*args: Any, **kwargs: Any) -> Any:
+    """``while_loop``'s own eager implementation."""
+    from torch._higher_order_ops.while_loop import while_loop_dense as run
+
+    return run(*args, **kwargs)
 
 
 def graph_root(graph: torch.fx.Graph) -> torch.fx.Node:
@@ -276,10 +314,6 @@ def format_kernel_definition(name: str, body: str, metadata: Any) -> str:
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
     return PythonWrapperCodegen._format_kernel_definition(name, body, metadata=metadata)
-
-
-def import_kernel(converter: Any, code: str, name: str) -> Any:
-    return converter._import_kernel(code, name)
 
 
 def compile_results(tuner: Any) -> list[Any]:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inductor_fx_unbacked.codegen.fx_triton import reconcile_triton_call_args
+from inductor_fx_unbacked.codegen.triton_args import reconcile_triton_call_args
 
 REDUCTION_SIGNATURE = ["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"]
 
@@ -167,7 +167,7 @@ def test_declared_constexprs_of_jit_and_interpreted_kernels():
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
 
-    from inductor_fx_unbacked.codegen.fx_triton import declared_constexprs
+    from inductor_fx_unbacked.codegen.triton_args import declared_constexprs
 
     def kernel(x_ptr, BLOCK: tl.constexpr, n, SCALE: "tl.constexpr" = 2):
         pass

@@ -113,10 +113,25 @@ def test_every_private_upstream_name_used_is_declared():
     assert not undeclared, f"private upstream names not declared in _compat: {undeclared}"
 
 
+def test_every_private_upstream_name_used_by_string_is_declared():
+    """``getattr(x, "_name")``, an overlay row's ``"_name"``: declared too."""
+    declared = {entry.name for entry in _compat.PRIVATE_NAMES}
+    exempt = _our_names() | _module_names() | {p.stem for p in PACKAGE.rglob("*.py")}
+    undeclared = {}
+    for path in PACKAGE.rglob("*.py"):
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            for name in re.findall(r"[\"'](_[a-z]\w*)[\"']", code):
+                if name not in declared and name not in exempt:
+                    undeclared.setdefault(name, f"{path.relative_to(PACKAGE)}:{lineno}")
+    assert not undeclared, f"private upstream names not declared in _compat: {undeclared}"
+
+
 def test_private_names_outside_compat_are_only_called_through_it():
     """The names the issue lists are reached through ``_compat``'s accessors only."""
     routed = ["._root", "._rename(", ".eval_slow(", "._make_launchers(", "._import_kernel("]
     routed += ["._format_kernel_definition(", "driver._active", ".compile_results[0]"]
+    routed += ['"_reinterpret_tensor"', '"_empty_strided_', "import while_loop_dense"]
     for path in PACKAGE.rglob("*.py"):
         if path.name == "_compat.py":
             continue

@@ -13,7 +13,7 @@ import torch
 from torch._inductor.codecache import output_code_log
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked import _logging
+from inductor_fx_unbacked.integration import logs as _logging
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_interpreter = pytest.mark.skipif(
@@ -61,7 +61,7 @@ def test_output_code_shows_the_fx_graph_and_a_file_that_exists(
     (shown,) = [m for m in output_code_records if m.startswith("Output code (FX graph)")]
     # The graph as it is, and the straight-line code that runs it.
     assert gm.code.strip() in shown
-    assert "# What runs: inductor_fx_unbacked.straightline.compile_lowered(gm)" in shown
+    assert "# What runs: inductor_fx_unbacked.runner.straightline.compile_lowered(gm)" in shown
     assert "def lowered_forward(" in shown
     (written,) = [m for m in output_code_records if m.startswith("Output code written to: ")]
     path = pathlib.Path(written.removeprefix("Output code written to: "))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked.__main__ import main
+from inductor_fx_unbacked.demo.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -8,7 +8,7 @@ from torch._inductor import config
 from torch._inductor.codegen import common
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked import _overlay
+from inductor_fx_unbacked.integration import overlay as _overlay
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch._inductor.runtime.triton_heuristics import FixedGrid
 
-from inductor_fx_unbacked.runner import launcher_args_are_the_grid
+from inductor_fx_unbacked.runner.lowering import launcher_args_are_the_grid
 
 interpreting = pytest.mark.skipif(
     torch.cuda.is_available(), reason="the CPU mode: kernels are InterpretedFunctions"
@@ -38,7 +38,7 @@ def test_jit_twin_of_an_interpreted_kernel():
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    from inductor_fx_unbacked.interpreter import interpreted_kernel, jit_twin
+    from inductor_fx_unbacked.integration.cpu_mode import interpreted_kernel, jit_twin
 
     @triton.jit(do_not_specialize=["n"])
     def kernel(x_ptr, n, BLOCK: tl.constexpr):
@@ -59,7 +59,7 @@ def test_jit_twin_of_an_interpreted_kernel():
 
 
 def test_interpreter_benchmark_times_one_run():
-    from inductor_fx_unbacked.interpreter import run_once_benchmark
+    from inductor_fx_unbacked.integration.cpu_mode import run_once_benchmark
 
     calls = []
     timings = run_once_benchmark(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8))

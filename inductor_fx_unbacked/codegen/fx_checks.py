@@ -17,7 +17,7 @@ import torch
 from torch._inductor import config, ir
 from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 
-from .. import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
+from . import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
 from .wrapper import AlignmentAssertLine, NanCheckLine, ScalarAssertLine, SizeStrideAssertLine
 
 if TYPE_CHECKING:
@@ -181,3 +181,21 @@ def _assert_all_finite(self: FxConverter, tensor: torch.fx.Node) -> None:
             aten.item.default, (graph.call_function(aten.logical_not.default, (found,)),)
         )
         _add_assert(self, aten._assert_scalar.default, (ok, f"{tensor.name} has {problem}"))
+
+
+def strip_runtime_asserts(gm: torch.fx.GraphModule) -> int:
+    """Remove the nodes tagged ``meta["runtime_assert"]``; return how many.
+
+    For consumers that verify shapes themselves. Only the tagged nodes go (the
+    checks and their token chain); the values they checked stay, as other nodes
+    may use them.
+    """
+    asserts = [node for node in gm.graph.nodes if node.meta.get("runtime_assert")]
+    for node in reversed(asserts):
+        tokens = [arg for arg in node.args if isinstance(arg, torch.fx.Node) and arg in asserts]
+        # A check's users are later checks, through the token: give them its own.
+        node.replace_all_uses_with(tokens[-1] if tokens else None)
+        gm.graph.erase_node(node)
+    if asserts:
+        gm.recompile()
+    return len(asserts)

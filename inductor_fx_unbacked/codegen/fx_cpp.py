@@ -25,23 +25,36 @@ import torch
 from torch._inductor.codecache import LambdaFuture, PyCodeCache
 from torch._inductor.codegen.wrapper import KernelCallLine
 
-from ..caching import KernelSource
+from .kernels import KernelSource, converted_kernels
 
 if TYPE_CHECKING:
     from torch._inductor.codegen.wrapper_fxir import FxConverter
 
-#: Kernel key -> the module source that defines the kernel.
+#: Kernel key -> the module source that defines the kernel. The artifact layer
+#: owns the entries of the graphs it hands out, and removes them (``forget``) once
+#: no graph names them.
 _sources: dict[str, KernelSource] = {}
 #: Kernel key -> the compiled kernel, once something called it.
 _functions: dict[str, Callable[..., Any]] = {}
 
 
+def source_key(source: KernelSource) -> str:
+    """The key that a C++ kernel's nodes name: its name and a hash of its module."""
+    digest = hashlib.sha256(source.module_code.encode()).hexdigest()[:16]
+    return f"{source.kernel_name}_{digest}"
+
+
 def register_source(source: KernelSource) -> str:
     """Record a C++ kernel's module source; return the key that its nodes name."""
-    digest = hashlib.sha256(source.module_code.encode()).hexdigest()[:16]
-    key = f"{source.kernel_name}_{digest}"
+    key = source_key(source)
     _sources.setdefault(key, source)
     return key
+
+
+def forget(key: str) -> None:
+    """Drop a kernel that no graph names any more."""
+    _sources.pop(key, None)
+    _functions.pop(key, None)
 
 
 def kernel_source(key: str) -> KernelSource:
@@ -85,6 +98,7 @@ def define_kernel(self: FxConverter, source: KernelSource) -> None:
     """Record a C++ kernel's module source under its key (``self.kernels`` maps the
     kernel's name to it)."""
     key = register_source(source)
+    converted_kernels(self).cpp[key] = source
     # Compiled now, as the Python wrapper's module compiles it when it loads.
     kernel_function(key)
     self.kernels[source.kernel_name] = key

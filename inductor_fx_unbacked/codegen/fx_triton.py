@@ -1,7 +1,7 @@
 """FX conversion of Triton kernels: definitions, calls and compile-time tuning.
 
-Kernel definitions are imported (``load_kernel``) and registered for the
-runner (``tuner_for_kernel``); each call becomes a
+Kernel definitions are imported (``load_kernel``) and placed in the kernel side
+table under an index named by their source (``codegen/kernels.py``); each call becomes a
 ``triton_kernel_wrapper_mutation`` node whose arguments are matched to the
 kernel's signature by name (``reconcile_triton_call_args``). With
 ``autotune_at_compile_time``, a kernel is tuned unless its sizes depend on
@@ -10,20 +10,20 @@ unbacked symbols without a hint.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import copy
 import dataclasses
 import functools
-import inspect
 import logging
-from collections.abc import Collection, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import (
     TraceableTritonKernelWrapper,
-    kernel_side_table,
-    tracing_triton_hopifier_singleton,
     triton_kernel_wrapper_mutation,
 )
 from torch._inductor import config, ir
@@ -32,112 +32,53 @@ from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
 from torch._inductor.codegen.wrapper import KernelCallLine, KernelDefinitionLine, SymbolicCallArg
 from torch._inductor.codegen.wrapper_fxir import TritonKernel, replace_floor_div
 from torch._inductor.virtualized import V
-from torch._library.triton import wrap_triton
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._ordered_set import OrderedSet
 
 from .. import _compat
 from .._compat import HOP_LAUNCH_KWARGS, ensure_kernel_loaded, optimization_hint
-from ..caching import KernelSource, record_kernel_source
 from . import fx_cpp
 from .fx_symbols import _as_sympy
+from .kernels import (
+    ConvertedTritonKernel,
+    KernelSource,
+    converted_kernels,
+    place_constant_args,
+    place_kernel,
+    stable_constant_args_idx,
+    stable_kernel_idx,
+)
+from .triton_args import declared_constexprs, reconcile_triton_call_args
 
 if TYPE_CHECKING:
     from torch._inductor.codegen.wrapper_fxir import FxConverter
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
 aten = torch.ops.aten
-#: The autotune guard's warning keeps the logger it is documented under
-#: (docs/reference.md), from before the converter was split into modules.
+#: The autotune guard warns under the logger that docs/reference.md names.
 log = logging.getLogger(f"{__package__}.wrapper_fxir")
 
 
-@dataclasses.dataclass(frozen=True)
-class ReconciledCallArgs:
-    """Triton launch arguments, by name.
-
-    ``kernel_kwargs`` are the kernel's own parameters in signature order, config
-    kwargs (block sizes) excluded; ``launcher_kwargs`` are Inductor's extra launcher
-    arguments, which only the grid reads.
-    """
-
-    kernel_kwargs: dict[str, Any]
-    launcher_kwargs: dict[str, Any]
-
-
-def reconcile_triton_call_args(
-    signature: Sequence[str],
-    constants: Mapping[str, Any],
-    call_args: Sequence[Any],
-    config_kwargs: Mapping[str, Any],
-    extra_launcher_args: Sequence[str] = (),
-    constexprs: Collection[str] = (),
-) -> ReconciledCallArgs:
-    """Match Inductor's positional call args to the kernel signature, by name.
-
-    Inductor passes one value for every parameter that is not a ``tl.constexpr``
-    of the kernel (``constexprs``; the config kwargs, such as block sizes, always
-    are), in signature order, then the declared extra launcher arguments: for its
-    own kernels and for user-written ones alike (it drops a user kernel's
-    constexprs from the call, wherever they stand in the signature). A constexpr
-    takes its value from the config or from ``constants``; one with neither is
-    left to the kernel's own default. Constants from ``triton_meta`` also win
-    over a passed value (an equal-to-1 ``xnumel`` is both passed and constant).
-    A count of call args that differs from the parameters they stand for means
-    the two lists disagree, and fails loudly instead of shifting values onto the
-    wrong parameters.
-    """
-    n_extra = len(extra_launcher_args)
-    positional = list(call_args[: len(call_args) - n_extra])
-    launcher_values = list(call_args[len(call_args) - n_extra :])
-    passed = [name for name in signature if name not in config_kwargs and name not in constexprs]
-    assert len(positional) <= len(passed), (
-        f"{len(positional)} positional call args for {len(passed)} non-constexpr "
-        f"parameters {passed}: value {positional[len(passed)]!r} would land on a "
-        f"constexpr or config kwarg of {sorted({*constexprs, *config_kwargs})}"
-    )
-    missing = [name for name in passed[len(positional) :] if name not in constants]
-    assert not missing, f"no call arg or constant for parameters {missing}"
-    by_name = dict(zip(passed, positional))
-    kernel_kwargs = {}
-    for name in signature:
-        if name in config_kwargs:
-            continue
-        if name in constants:
-            kernel_kwargs[name] = constants[name]
-        elif name in by_name:
-            kernel_kwargs[name] = by_name[name]
-    return ReconciledCallArgs(
-        kernel_kwargs=kernel_kwargs,
-        launcher_kwargs=dict(zip(extra_launcher_args, launcher_values)),
-    )
-
-
-def declared_constexprs(fn: Any) -> list[str]:
-    """The names of the ``tl.constexpr`` parameters of a Triton kernel function.
-
-    A ``JITFunction`` records them on its parameters; the interpreter's
-    ``InterpretedFunction`` does not, so they are read off the annotations of
-    the Python function it wraps (what Triton's own parameters do).
-    """
-    params = getattr(fn, "params", None)
-    if params is not None:
-        return [param.name for param in params if param.is_constexpr]
-    python_fn = getattr(fn, "fn", fn)
-    return [
-        name
-        for name, param in inspect.signature(python_fn).parameters.items()
-        if "constexpr" in str(param.annotation)
-    ]
-
-
 def _generate_kernel_definition(self: FxConverter, line: KernelDefinitionLine) -> None:
-    """Import a Triton kernel and put it in the side table that kernel nodes index;
-    a C++ kernel (``gpu=False``, the CPU part of a graph) goes to ``fx_cpp``."""
+    """Import a Triton kernel and put it in the side table under its stable index; a
+    C++ kernel (``gpu=False``, the CPU part of a graph) goes to ``fx_cpp``."""
     if not line.gpu:
         fx_cpp.define_kernel(self, kernel_source_of(self, line, interpreted=False))
         return
-    tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=False))
+    define_triton_kernel(self, line, interpreted=False)
+
+
+def define_triton_kernel(
+    self: FxConverter, line: KernelDefinitionLine, *, interpreted: bool
+) -> None:
+    """Import the kernel of ``line``, give it its stable side-table index and record it
+    on the converter (``self.kernels`` for the calls, ``converted_kernels`` for the graph)."""
+    source = kernel_source_of(self, line, interpreted=interpreted)
+    tuner, kernel = load_kernel(source)
+    kernel_idx = stable_kernel_idx(source)
+    place_kernel(kernel_idx, kernel)
+    converted_kernels(self).triton[kernel_idx] = ConvertedTritonKernel(source, tuner, kernel)
+    wrapped = TraceableTritonKernelWrapper(kernel, kernel_idx, None)
     self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
 
 
@@ -148,35 +89,6 @@ def _generate_kernel_call(self: FxConverter, line: KernelCallLine) -> None:
         self._generate_triton_call(line)
     else:
         fx_cpp.generate_call(self, line)
-
-
-#: The autotuner behind each kernel this package's converter defined, for runners
-#: that launch its precompiled launchers (``inductor_fx_unbacked.runner``), keyed
-#: by the identity of the kernel object in the side table. The side table's
-#: indices are not identities: ``torch._dynamo.reset()`` empties the table and
-#: hands the same indices out again, to whatever kernel comes next.
-_tuners: dict[int, tuple[Any, CachingAutotuner]] = {}
-
-
-def _register_tuner(wrapped: Any, tuner: CachingAutotuner) -> None:
-    """Remember ``tuner`` for the kernel object that ``wrapped`` put in the side table."""
-    kernel = kernel_side_table.get_kernel(wrapped.kernel_idx)
-    with kernel_side_table.lock:
-        # Entries whose kernel left the side table (a Dynamo reset) go now.
-        live = {id(k) for k in kernel_side_table.id_to_kernel.values()}
-        for key in [key for key in _tuners if key not in live]:
-            del _tuners[key]
-        _tuners[id(kernel)] = (kernel, tuner)
-
-
-def tuner_for_kernel(kernel_idx: int) -> CachingAutotuner | None:
-    """The autotuner of the kernel at ``kernel_idx``, if this package's converter
-    defined that very kernel object; None for any other kernel."""
-    kernel = kernel_side_table.id_to_kernel.get(kernel_idx)
-    entry = _tuners.get(id(kernel)) if kernel is not None else None
-    if entry is None or entry[0] is not kernel:
-        return None
-    return entry[1]
 
 
 def kernel_source_of(
@@ -190,15 +102,26 @@ def kernel_source_of(
     return KernelSource("\n".join([self.prologue, code]), line.kernel_name, interpreted)
 
 
-def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
-    """Import a kernel's autotuner, with its kernel loaded, and give it a side-table index.
+@dataclasses.dataclass(frozen=True)
+class InterpretedCompileResult:
+    """The compile result of a kernel run by Triton's interpreter: only its config,
+    the first (the one the interpreter runs), is known."""
 
-    Used by FX conversion and by loading a stored FX artifact
-    (``inductor_fx_unbacked.caching``), so that both see the same kernel. In the
-    CPU mode the kernel is interpreted: it has no compile result to read its
-    config from, so it gets one holding the first config (the one the
-    interpreter runs), and its ``InterpretedFunction`` is wrapped for the table
-    as it is.
+    config: Any
+
+
+def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
+    """Import a kernel's autotuner from its source, with its kernel loaded; return it
+    and the kernel object for the side table.
+
+    Used by FX conversion and by loading a stored FX artifact, so that both see
+    the same kernel. In the CPU mode the kernel is interpreted: it gets a compile
+    result holding its first config, which graphs and runners read.
+
+    The side table gets a twin of the autotuner's ``JITFunction`` with a JIT
+    cache of its own: launches through the kernel node (``gm.forward``) fill that
+    cache with compiled kernels, which must not reach the autotuner Inductor
+    stores in its caches (they do not pickle).
     """
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
@@ -212,21 +135,27 @@ def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
             f"{type(tuner).__module__}.{type(tuner).__qualname__}"
         )
     ensure_kernel_loaded(tuner)
-    if source.interpreted:
-        from ..interpreter import InterpretedCompileResult
+    if source.interpreted and not tuner.compile_results:
+        tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]
+    return tuner, _jit_twin(tuner.fn)
 
-        if not tuner.compile_results:
-            tuner.compile_results = [InterpretedCompileResult(tuner.configs[0])]
-        # wrap_triton hands an InterpretedFunction back unwrapped (torch 2.13) or
-        # refuses it (torch 2.11); the kernel table takes it as it is.
-        wrapped = TraceableTritonKernelWrapper(tuner.fn, None, None)
-    else:
-        wrapped = wrap_triton(tuner.fn)
-    _register_tuner(wrapped, tuner)
-    record_kernel_source(
-        wrapped.kernel_idx, kernel_side_table.get_kernel(wrapped.kernel_idx), source
-    )
-    return tuner, wrapped
+
+#: The side table's twin of each kernel function.
+_twins: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _jit_twin(fn: Any) -> Any:
+    """A copy of a ``JITFunction`` whose JIT cache is its own (the function itself
+    for an interpreted kernel, which has none)."""
+    binder = getattr(fn, "create_binder", None)
+    if not hasattr(fn, "device_caches") or binder is None:
+        return fn
+    twin = _twins.get(fn)
+    if twin is None:
+        twin = copy.copy(fn)
+        twin.device_caches = collections.defaultdict(twin.create_binder)
+        _twins[fn] = twin
+    return twin
 
 
 def _generate_triton_call(self: FxConverter, line: KernelCallLine) -> None:
@@ -266,14 +195,12 @@ def _generate_triton_call(self: FxConverter, line: KernelCallLine) -> None:
         name: _kernel_arg(self, value)
         for name, value in (reconciled.kernel_kwargs | kernel_config.kwargs).items()
     }
-    # Backend options (torch 2.14+) travel with the node, so that running the
+    # Backend options (where the HOP takes them) travel with the node, so that running the
     # graph compiles the kernel with the options it was tuned with.
     backend_options = tuner.triton_meta.get("backend_options", {}) if HOP_LAUNCH_KWARGS else {}
     for name, value in backend_options.items():
         call_kwargs.setdefault(name, value)
-    call_kwargs, constant_args_idx = tracing_triton_hopifier_singleton.store_non_graphable_args(
-        call_kwargs
-    )
+    call_kwargs, constant_args_idx = _store_constant_args(self, call_kwargs)
     hop_kwargs = {
         "kernel_idx": kernel.wrapped.kernel_idx,
         "constant_args_idx": constant_args_idx,
@@ -286,6 +213,19 @@ def _generate_triton_call(self: FxConverter, line: KernelCallLine) -> None:
     node = self.gm.graph.call_function(triton_kernel_wrapper_mutation, kwargs=hop_kwargs)
     if extra_options := getattr(kernel_config, "extra_options", None):
         node.meta["extra_options"] = extra_options
+
+
+def _store_constant_args(self: FxConverter, call_kwargs: dict[str, Any]) -> tuple[dict, int]:
+    """Split off the arguments that a node cannot hold (upstream's rule in
+    ``store_non_graphable_args``: anything but FX's base types and nodes), and store
+    them in the side table under an index named by their values."""
+    graphable_types = (*torch.fx.node.base_types, torch.fx.Node)
+    graphable = {k: v for k, v in call_kwargs.items() if isinstance(v, graphable_types)}
+    constant_args = {k: v for k, v in call_kwargs.items() if k not in graphable}
+    constant_args_idx = stable_constant_args_idx(constant_args)
+    place_constant_args(constant_args_idx, constant_args)
+    converted_kernels(self).constant_args[constant_args_idx] = constant_args
+    return graphable, constant_args_idx
 
 
 def _kernel_arg(self: FxConverter, value: Any) -> Any:

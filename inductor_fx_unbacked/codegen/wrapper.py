@@ -2,7 +2,7 @@
 
 Mirrors ``torch/_inductor/codegen/wrapper.py``. The two ``*_for_outputs``
 functions are methods of ``PythonWrapperCodegen`` once the overlay is enabled
-(see ``inductor_fx_unbacked._overlay``); nothing here patches anything.
+(``integration/overlay.py``); nothing here patches anything.
 """
 
 from __future__ import annotations

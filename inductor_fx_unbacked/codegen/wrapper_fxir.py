@@ -7,7 +7,7 @@ modules: ``fx_symbols`` (unbacked symbol definitions, dynamic select/slice),
 ``fx_triton`` (Triton kernel definitions, calls, tuning), ``fx_checks``
 (runtime checks) and ``fx_control`` (``while_loop``). The ``_generate_*``
 functions are methods of ``FxConverter`` once the overlay is enabled (see
-``inductor_fx_unbacked._overlay``); the rest is plain code.
+``integration/overlay.py``); the rest is plain code.
 """
 
 from __future__ import annotations

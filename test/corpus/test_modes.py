@@ -28,8 +28,8 @@ from programs import CORPUS, fresh_copy, run
 from torch._inductor import config
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked._programs import same
-from inductor_fx_unbacked.interpreter import python_wrapper_reference
+from inductor_fx_unbacked.demo.programs import same
+from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -20,8 +20,8 @@ from user_kernels import EAGER_WRAP_TRITON, USER_KERNELS, XFAIL
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import _compat
-from inductor_fx_unbacked._programs import same
-from inductor_fx_unbacked.interpreter import interpreter_driver
+from inductor_fx_unbacked.demo.programs import same
+from inductor_fx_unbacked.integration.cpu_mode import interpreter_driver
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -22,7 +22,7 @@ from torch._inductor import config
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked._ep_moe import ExpertParallelMoE, spawn_ranks
+from inductor_fx_unbacked.demo.ep_moe import ExpertParallelMoE, spawn_ranks
 
 TORCH_RELEASE = tuple(int(part) for part in torch.__version__.split(".")[:2])
 

@@ -65,16 +65,16 @@ def compile_and_run(backend: str, device: str) -> dict[str, Any]:
         stack.enter_context(caches_on())
         if backend == "fx":
             import inductor_fx_unbacked as ifx
-            from inductor_fx_unbacked import runner
+            from inductor_fx_unbacked.runner import lowering
 
             stack.enter_context(ifx.fx_backend(device))
             graphs = stack.enter_context(ifx.recording_graphs())
             # Which graphs the lowered runner received.
-            lower = runner.lower
-            runner.lower = lambda gm: lowered.append(gm) or lower(gm)
-            stack.callback(setattr, runner, "lower", lower)
+            lower = lowering.lower
+            lowering.lower = lambda gm, *a: lowered.append(gm) or lower(gm, *a)
+            stack.callback(setattr, lowering, "lower", lower)
         elif device == "cpu":
-            from inductor_fx_unbacked.interpreter import python_wrapper_reference
+            from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
 
             stack.enter_context(python_wrapper_reference(device))
         compiled = torch.compile(program, dynamic=True, fullgraph=True)

@@ -25,9 +25,9 @@ from torch.testing._internal.common_utils import (
 )
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked._programs import signed
 from inductor_fx_unbacked.codegen import fx_symbols, fx_triton
 from inductor_fx_unbacked.codegen import wrapper as ours
+from inductor_fx_unbacked.demo.programs import signed
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 aten = torch.ops.aten

@@ -22,7 +22,9 @@ import torch
 from torch._dynamo.utils import counters
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked import caching
+from inductor_fx_unbacked.artifact import kernels as artifact_kernels
+from inductor_fx_unbacked.artifact.identity import package_hash
+from inductor_fx_unbacked.integration import caches
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cache_scenario  # noqa: E402
@@ -184,11 +186,11 @@ class TestArtifactIdentity:
         assert count_asserts(again) == 0 and hit == 1
 
     def test_uuid_names_the_backend(self):
-        a = caching.ArtifactIdentity("cpu", "lowered", True, None).uuid()
-        assert a != caching.ArtifactIdentity("cpu", "graph", True, None).uuid()
-        assert a != caching.ArtifactIdentity("cpu", "lowered", False, None).uuid()
-        assert a != caching.ArtifactIdentity("cuda", "lowered", True, None).uuid()
-        assert caching.package_hash() in a
+        a = caches.FxArtifactIdentity("cpu", "lowered", True, None).uuid()
+        assert a != caches.FxArtifactIdentity("cpu", "graph", True, None).uuid()
+        assert a != caches.FxArtifactIdentity("cpu", "lowered", False, None).uuid()
+        assert a != caches.FxArtifactIdentity("cuda", "lowered", True, None).uuid()
+        assert package_hash() in a
 
     def test_registered_pass_still_runs(self, cache_dirs):
         from torch._inductor.codegen import common
@@ -196,7 +198,7 @@ class TestArtifactIdentity:
         common.init_backend_registration()
         seen = []
 
-        class Pass(caching.CustomBackendPass):
+        class Pass(caches.CustomBackendPass):
             def __call__(self, graph):
                 seen.append(graph)
 
@@ -216,7 +218,7 @@ class TestUnstorableArtifact:
     """An artifact that cannot be stored is a cache miss, never served."""
 
     def test_loading_it_is_an_os_error(self):
-        source = caching.unstorable_artifact_source("kernel 3 has no recorded source")
+        source = caches.unstorable_artifact_source("kernel 3 has no recorded source")
         with pytest.raises(OSError, match="kernel 3 has no recorded source"):
             exec(compile(source, "<artifact>", "exec"), {})
 
@@ -224,7 +226,9 @@ class TestUnstorableArtifact:
         # A kernel that reaches the side table by a path that records no source
         # (upstream's converter, with the overlay disabled inside fx_backend on
         # CUDA) makes the artifact unstorable: each compile converts again.
-        monkeypatch.setattr(caching, "kernel_source", lambda kernel_idx: None)
+        monkeypatch.setattr(
+            artifact_kernels.OwnedKernels, "unstorable", "kernels [3] have no source"
+        )
         for _ in range(2):
             graphs, hit = fx_graphs(DEVICE)
             assert len(graphs) == 1 and hit == 0
@@ -240,7 +244,7 @@ def compile_program(name: str, sizes: tuple[int, ...], record: bool = True):
     """Compile one of the package's programs inside ``fx_backend`` with the caches on,
     check it against eager on inputs of each size, and return the graphs recorded
     (None without recording) and the number of cache hits."""
-    from inductor_fx_unbacked._programs import BY_NAME, same
+    from inductor_fx_unbacked.demo.programs import BY_NAME, same
 
     program = BY_NAME[name]
     counters.clear()

@@ -20,8 +20,8 @@ from torch._dynamo.utils import counters
 from torch._inductor.codegen import common
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked import api
 from inductor_fx_unbacked.codegen import fx_cpp
+from inductor_fx_unbacked.integration import backend as api
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cache_scenario  # noqa: E402

@@ -1,13 +1,11 @@
 # Owner(s): ["module: inductor"]
 """Issue 13's defects one setting away from the default mode, each on a real program.
 
-Frozen constants under the lowered runner, kernel launchers that outlive a
-Dynamo reset, user Triton kernels with a ``tl.constexpr`` before a runtime
-argument, the buffer a size check reads, upstream's own line type for symbol
-definitions, and NaN checks of multi-kernels.
+Frozen constants under the lowered runner, user Triton kernels with a
+``tl.constexpr`` before a runtime argument, the buffer a size check reads,
+upstream's own line type for symbol definitions, and NaN checks of multi-kernels.
 """
 
-import operator
 import types
 import unittest
 from unittest import mock
@@ -18,7 +16,6 @@ import triton.language as tl
 from test_fxir_backend import FxirTestCase, four_per_positive, kernel_calls, symbol_definitions
 from torch._higher_order_ops.triton_kernel_wrap import (
     kernel_side_table,
-    triton_kernel_wrapper_mutation,
 )
 from torch._inductor import config
 from torch._inductor.codegen import wrapper as upstream_wrapper
@@ -31,8 +28,7 @@ from torch.testing._internal.common_utils import instantiate_parametrized_tests,
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.codegen import wrapper as ours
-from inductor_fx_unbacked.codegen.fx_triton import tuner_for_kernel
-from inductor_fx_unbacked.runner import lower
+from inductor_fx_unbacked.runner.lowering import lower
 
 requires_cuda = unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
 
@@ -97,106 +93,6 @@ class FrozenConstantsTest(FxirTestCase):
 
 
 @triton.jit
-def add_two_kernel(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
-    """A kernel with the argument names of an Inductor pointwise kernel."""
-    offsets = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-    mask = offsets < xnumel
-    tl.store(out_ptr0 + offsets, tl.load(in_ptr0 + offsets, mask=mask) + 2.0, mask=mask)
-
-
-def positives_sin(x):
-    return x[x > 0].sin()
-
-
-def positives_cos(x):
-    return x[x > 0].cos()
-
-
-def hand_written_kernel_graph(kernel_idx, xblock):
-    """``out = in + 2`` as one ``triton_kernel_wrapper_mutation`` node: what another
-    producer of FX graphs (or upstream's converter) hands the runner."""
-    graph = torch.fx.Graph()
-    x, out, n = graph.placeholder("x"), graph.placeholder("out"), graph.placeholder("n")
-    grid = graph.call_function(
-        operator.floordiv, (graph.call_function(operator.add, (n, xblock - 1)), xblock)
-    )
-    graph.call_function(
-        triton_kernel_wrapper_mutation,
-        kwargs={
-            "kernel_idx": kernel_idx,
-            "constant_args_idx": kernel_side_table.add_constant_args({"XBLOCK": xblock}),
-            "grid": [(grid, 1, 1)],
-            "tma_descriptor_metadata": {},
-            "kwargs": {"in_ptr0": x, "out_ptr0": out, "xnumel": n},
-        },
-    )
-    graph.output(out)
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
-
-
-def kernel_indices(graphs: list[torch.fx.GraphModule]) -> list[int]:
-    return [node.kwargs["kernel_idx"] for node in kernel_calls(graphs)]
-
-
-def reset_dynamo_and_kernel_table() -> None:
-    """``torch._dynamo.reset()``, which empties the kernel side table on torch 2.13+;
-    on earlier releases the table is emptied here, as users' resets and
-    ``torch._dynamo.reset()`` in later releases do, so that indices are reused."""
-    torch._dynamo.reset()
-    kernel_side_table.reset_table()
-
-
-class StaleLauncherTest(FxirTestCase):
-    """``torch._dynamo.reset()`` empties the kernel side table and hands its indices
-    out again; the runner must never launch one kernel with another's launcher."""
-
-    def compiled_kernel_indices(self, fn, inputs):
-        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
-            compiled = torch.compile(fn, fullgraph=True)
-            for (x,) in inputs:
-                self.assertEqual(compiled(x), fn(x))
-        return [node.kwargs["kernel_idx"] for node in kernel_calls(graphs)]
-
-    def inputs(self, *counts):
-        return [(self.signed(12, n),) for n in counts]
-
-    def test_each_program_runs_its_own_kernel_across_a_reset(self):
-        reset_dynamo_and_kernel_table()
-        first_idx = min(self.compiled_kernel_indices(positives_sin, self.inputs(3, 7)))
-        first_tuner = tuner_for_kernel(first_idx)
-        self.assertIsNotNone(first_tuner)
-
-        reset_dynamo_and_kernel_table()
-        # Another kernel, with the same argument names, takes the same index.
-        kernel_idx = kernel_side_table.add_kernel(add_two_kernel)
-        self.assertEqual(kernel_idx, first_idx)
-        self.assertIsNone(tuner_for_kernel(kernel_idx))
-        lowered = lower(hand_written_kernel_graph(kernel_idx, xblock=16))
-        for n in (5, 37):
-            x = torch.randn(n, device=self.device)
-            out = lowered(x, torch.empty_like(x), n)
-            self.assertEqual(out, x + 2)
-
-        # A program compiled after the reset gets its own kernel's tuner.
-        reset_dynamo_and_kernel_table()
-        second_idx = min(self.compiled_kernel_indices(positives_cos, self.inputs(4, 9)))
-        self.assertEqual(second_idx, first_idx)
-        second_tuner = tuner_for_kernel(second_idx)
-        self.assertIsNotNone(second_tuner)
-        self.assertIsNot(second_tuner, first_tuner)
-        self.assertIs(second_tuner.fn, kernel_side_table.get_kernel(second_idx))
-
-    def test_registry_forgets_kernels_that_left_the_side_table(self):
-        from inductor_fx_unbacked.codegen import fx_triton
-
-        self.compiled_kernel_indices(positives_sin, self.inputs(3))
-        torch._dynamo.reset()
-        self.compiled_kernel_indices(positives_cos, self.inputs(3))
-        live = {id(k) for k in kernel_side_table.id_to_kernel.values()}
-        self.assertLessEqual(set(fx_triton._tuners), live)
-
-
-@triton.jit
 def scale_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr, n, SCALE: tl.constexpr):
     """A user kernel whose constexprs stand before and after a runtime argument."""
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -210,6 +106,10 @@ def scaled_positives(x):
     n = y.numel()
     torch.library.wrap_triton(scale_kernel)[(triton.cdiv(n, 32),)](y, out, 32, n, 3.0)
     return out
+
+
+def kernel_indices(graphs: list[torch.fx.GraphModule]) -> list[int]:
+    return [node.kwargs["kernel_idx"] for node in kernel_calls(graphs)]
 
 
 class UserKernelConstexprTest(FxirTestCase):

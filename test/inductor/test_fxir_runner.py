@@ -20,8 +20,8 @@ from torch._inductor import config
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked._programs import PROGRAMS
-from inductor_fx_unbacked.runner import lower
+from inductor_fx_unbacked.demo.programs import PROGRAMS
+from inductor_fx_unbacked.runner.lowering import lower
 
 
 @torch.library.custom_op("ifx_test::four_per_positive_plus_one", mutates_args=())
@@ -200,22 +200,20 @@ class LoweredRunnerTest(FxirTestCase):
 
 def _hand_built_check_graph():
     """``x`` checked against size (1, 4), stride (1, 1), as a lowered graph has it."""
-    from inductor_fx_unbacked import runner
+    from inductor_fx_unbacked.runner import checks
 
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
-    graph.call_function(
-        runner.assert_input_size_stride, (x, [1, 4], [1, 1], "graph input 0 (x)", None)
-    )
+    graph.call_function(checks.INPUT_SIZE_STRIDE, (x, [1, 4], [1, 1], "graph input 0 (x)", None))
     graph.output(x)
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
 class StraightLineTest(FxirTestCase):
-    """The straight-line code the runner calls (``inductor_fx_unbacked.straightline``)."""
+    """The straight-line code the runner calls (``inductor_fx_unbacked.runner.straightline``)."""
 
     def test_repeated_checks_run_once_and_stay_in_the_graph(self):
-        from inductor_fx_unbacked.straightline import compile_lowered
+        from inductor_fx_unbacked.runner.straightline import compile_lowered
 
         program = next(p for p in PROGRAMS if p.name == "P5")
         inputs = program.inputs(self.device, 64)
@@ -234,7 +232,7 @@ class StraightLineTest(FxirTestCase):
         self.assertIn(".item()", source)
 
     def test_input_check_fast_path_defers_to_the_full_check(self):
-        from inductor_fx_unbacked.straightline import generate
+        from inductor_fx_unbacked.runner.straightline import generate
 
         gm = _hand_built_check_graph()
         fn = generate(gm)
@@ -251,9 +249,9 @@ class StraightLineTest(FxirTestCase):
 
 class FirstCallTuningTest(FxirTestCase):
     def test_first_call_benchmarks_each_config_once_and_keeps_the_fastest(self):
-        """Selection logic of ``runner._Launch`` with launchers that record their
+        """Selection logic of ``runner.tuning.Launch`` with launchers that record their
         calls and a tuner whose ``bench`` reports fixed timings."""
-        from inductor_fx_unbacked.runner import _Launch
+        from inductor_fx_unbacked.runner.tuning import Launch
 
         launched = []
 
@@ -272,7 +270,7 @@ class FirstCallTuningTest(FxirTestCase):
                 benched.append((launcher.config, args))
                 return {"graph": 2.0, "faster": 1.0, "slower": 3.0}[launcher.config]
 
-        launch = _Launch(Tuner(), (graph_choice, faster, slower), "kernel")
+        launch = Launch(Tuner(), (graph_choice, faster, slower), "kernel")
         namespace = {"kernel": launch.entry_point()}
         launch.rebind_after_tuning(namespace, "kernel")
         namespace["kernel"](1, 2, stream=7)
@@ -286,7 +284,7 @@ class FirstCallTuningTest(FxirTestCase):
         self.assertEqual([name for name, *_ in launched], ["faster", "faster", "faster"])
 
     def test_ties_keep_the_graphs_config(self):
-        from inductor_fx_unbacked.runner import _Launch
+        from inductor_fx_unbacked.runner.tuning import Launch
 
         class Tuner:
             def bench(self, launcher, *args):
@@ -294,7 +292,7 @@ class FirstCallTuningTest(FxirTestCase):
 
         first, second = (lambda *a, stream: None), (lambda *a, stream: None)
         first.config = second.config = None
-        launch = _Launch(Tuner(), (first, second), "kernel")
+        launch = Launch(Tuner(), (first, second), "kernel")
         launch(0)
         self.assertIs(launch.launcher, first)
 
@@ -305,14 +303,14 @@ class FirstCallTuningTest(FxirTestCase):
         import triton
         from triton.runtime.jit import JITFunction
 
-        from inductor_fx_unbacked import runner
+        from inductor_fx_unbacked.runner import tuning
 
         def fn(x):
             return x[x[:, 0] > 0].sum(dim=0)
 
         x = torch.randn(4096, 512, device="cuda")
         launches = []
-        original = runner._Launch.__init__
+        original = tuning.Launch.__init__
 
         def recording(self, *args, **kwargs):
             original(self, *args, **kwargs)
@@ -320,7 +318,7 @@ class FirstCallTuningTest(FxirTestCase):
 
         compiles = []
         do_compile, compile_fn = JITFunction._do_compile, triton.compile
-        with unittest.mock.patch.object(runner._Launch, "__init__", recording):
+        with unittest.mock.patch.object(tuning.Launch, "__init__", recording):
             with ifx.fx_backend("cuda"):
                 try:
                     JITFunction._do_compile = lambda *a, **k: (

@@ -11,7 +11,7 @@ from torch._higher_order_ops import while_loop
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked._programs import PROGRAMS
+from inductor_fx_unbacked.demo.programs import PROGRAMS
 
 aten = torch.ops.aten
 

@@ -54,7 +54,7 @@ def test_fx_backend_matches_eager(case, dynamic):
 def test_the_cpu_limit_of_whole_models_is_rmsnorm():
     """Whole models are skipped on CPU for their RMSNorm: check that this is the reason."""
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked.interpreter import InterpreterUnsupportedError
+    from inductor_fx_unbacked.codegen.converters import InterpreterUnsupportedError
 
     model = models.tiny_moe_model("mixtral", DEVICE)
     norm = model.model.norm

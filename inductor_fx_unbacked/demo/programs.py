@@ -255,7 +255,4 @@ HEAVY_PROGRAMS = [
         h5_inputs,
     ),
 ]
-#: Heavy programs whose kernels Triton's interpreter can run (no libdevice).
-HEAVY_INTERPRETABLE = ("H1", "H4", "H5")
-
 BY_NAME.update({program.name: program for program in HEAVY_PROGRAMS})

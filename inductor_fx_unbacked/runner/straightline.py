@@ -1,6 +1,6 @@
 """Straight-line Python for a lowered FX wrapper graph: what the runner calls.
 
-:func:`inductor_fx_unbacked.runner.lower` turns the converter's graph into one
+:func:`inductor_fx_unbacked.runner.lowering.lower` turns the converter's graph into one
 whose nodes call what they stand for. Its ``forward`` is FX's own code for that
 graph, which still pays, on every call, for what the graph spells as operators:
 ``aten.item.default`` (an operator dispatch, 20x ``Tensor.item``), the
@@ -21,7 +21,7 @@ branch) the way Inductor's Python wrapper writes ``call``:
   fast entry points (``_reinterpret_tensor``, ``_empty_strided_<device>``);
 - kernel launches call Inductor's launcher directly, bound as a global; a kernel
   with several precompiled configs is tuned on its first call (see
-  ``runner._Launch``) and then rebound to the winner;
+  ``tuning.Launch``) and then rebound to the winner;
 - a ``cond`` is a Python conditional over the branches' own generated functions.
 
 The graph itself is never changed: every check stays an FX node of it. The
@@ -36,22 +36,22 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._C._dynamo import guards
 from torch.fx.graph import magic_methods
 
-from . import runner
-from .ops import check_input_size_stride
+from .. import _compat
+from ..artifact.facts import ValueKind, value_kind
+from ..artifact.kernels import owned_kernels
+from . import lowering
+from .checks import SCALAR, Check
+from .tuning import Launch
 
 aten = torch.ops.aten
 
-_reinterpret_tensor = getattr(guards, "_reinterpret_tensor", None)
-_EMPTY_STRIDED = {
-    "cpu": getattr(guards, "_empty_strided_cpu", None),
-    "cuda": getattr(guards, "_empty_strided_cuda", None),
-}
+_reinterpret_tensor = _compat.reinterpret_tensor()
+_EMPTY_STRIDED = {device: _compat.fast_empty_strided(device) for device in ("cpu", "cuda")}
 
 #: Pure targets whose equal calls may be merged (symbolic arithmetic only).
-_MERGEABLE = runner._PURE_TARGETS | {
+_MERGEABLE = lowering._PURE_TARGETS | {
     getattr(operator, name) for name in magic_methods if hasattr(operator, name)
 }
 #: Operators on a tensor that are its methods (same values, no dispatch).
@@ -62,37 +62,24 @@ _TENSOR_METHODS = {
     aten.sym_numel.default: "numel",
     aten.sym_storage_offset.default: "storage_offset",
 }
-_SYMBOLIC_VALUES = (torch.SymInt, torch.SymBool, torch.SymFloat, int, bool, float)
 
 
 def is_symbolic(node: torch.fx.Node) -> bool:
-    """Whether ``node`` computes a scalar (an int, a ``SymInt``), not a tensor.
-
-    Read off ``meta["val"]``; a graph restored from Inductor's cache for no one
-    but the runner has no fake values (``caching._restore``), and there the
-    target says it: symbolic arithmetic and the scalar accessors of a tensor.
-    """
-    if "val" in node.meta:
-        return isinstance(node.meta["val"], _SYMBOLIC_VALUES)
-    return node.op == "call_function" and (
-        node.target in _MERGEABLE or node.target in _TENSOR_METHODS
-    )
+    """Whether ``node`` computes a scalar (an int, a ``SymInt``), not a tensor: what
+    the graph says (``artifact.facts``), never a guess."""
+    return value_kind(node).is_scalar
 
 
 def compile_lowered(gm: torch.fx.GraphModule) -> Callable[..., Any]:
-    """The callable the FX backend runs for ``gm``: straight-line Python."""
-    return generate(runner.lower(gm))
+    """The callable the FX backend runs for ``gm``: straight-line Python, launching
+    the kernels that ``gm`` owns (or, for a graph this package did not hand out,
+    what the side table holds now)."""
+    return generate(lowering.lower(gm, owned_kernels(gm)))
 
 
 def generate(lowered: torch.fx.GraphModule) -> Callable[..., Any]:
     """One Python function computing what ``lowered.forward`` computes."""
     return _FunctionWriter(lowered).function()
-
-
-def _fail_scalar(condition: Any, message: str) -> None:
-    """Raise what the graph's ``_functional_assert_scalar`` raises."""
-    aten._functional_assert_scalar.default(condition, message, aten._make_dep_token.default())
-    raise AssertionError(f"{message} failed, but the graph's check did not raise")
 
 
 class _FunctionWriter:
@@ -240,10 +227,10 @@ class _FunctionWriter:
             node
             for node in self.graph.nodes
             if node.op == "call_function"
-            and (node.target in _CHECK_EMITTERS or node.target is aten._make_dep_token.default)
+            and (isinstance(node.target, Check) or node.target is aten._make_dep_token.default)
         ]
         return any(
-            user.op != "call_function" or user.target not in _CHECK_EMITTERS
+            user.op != "call_function" or not isinstance(user.target, Check)
             for node in token_nodes
             for user in node.users
         )
@@ -258,15 +245,14 @@ class _FunctionWriter:
         if not tokens_materialised:
             if target is aten._make_dep_token.default:
                 return
-            emitter = _CHECK_EMITTERS.get(target)
-            if emitter is not None:
+            if isinstance(target, Check):
                 condition = args[0]
-                if target is runner.assert_scalar and isinstance(condition, torch.fx.Node):
+                if target is SCALAR and isinstance(condition, torch.fx.Node):
                     condition = self.alias.get(condition, condition)
                     if condition in checked:
                         return
                     checked.add(condition)
-                emitter(self, node)
+                self.emit_check(target, node)
                 return
         expression = self.expression(node)
         self.emit(f"{node.name} = {expression}")
@@ -278,11 +264,7 @@ class _FunctionWriter:
         if method is not None and not kwargs:
             tensor, *rest = (self.arg(a) for a in args)
             return f"{tensor}.{method}({', '.join(rest)})"
-        if (
-            target is torch.sym_sum
-            and not kwargs
-            and isinstance(node.meta.get("val"), (torch.SymInt, int))
-        ):
+        if target is torch.sym_sum and not kwargs and value_kind(node) is ValueKind.INT:
             (terms,) = args
             return "(" + " + ".join(["0", *(self.arg(t) for t in terms)]) + ")"
         if (
@@ -299,16 +281,16 @@ class _FunctionWriter:
             fast = self.fast_empty_strided(args, kwargs)
             if fast is not None:
                 return fast
-        if isinstance(target, runner._Launch):
+        if isinstance(target, Launch):
             stream, *launch_args = args
             launcher = self.global_(target.entry_point(), target.__name__)
             # After tuning on its first call, the winner is called directly.
             target.rebind_after_tuning(self.namespace, launcher)
             parts = ", ".join(self.arg(a) for a in launch_args)
             return f"{launcher}({parts}{', ' if parts else ''}stream={self.arg(stream)})"
-        if target is runner._current_raw_stream:
+        if target is lowering._current_raw_stream:
             return self.call(torch._C._cuda_getCurrentRawStream, args, kwargs)
-        if isinstance(target, runner._Branch):
+        if isinstance(target, lowering._Branch):
             selector, *operands = args
             branches = [self.branch(fn) for fn in target.branches]
             operand_text = ", ".join(self.arg(a) for a in operands)
@@ -335,60 +317,17 @@ class _FunctionWriter:
         size, stride = (self.arg(a, as_tuple=True) for a in args)
         return f"{self.global_(allocate, 'empty')}({size}, {stride}, {self.arg(kwargs['dtype'])})"
 
+    def emit_check(self, check: Check, node: torch.fx.Node) -> None:
+        """A check inlined: its cheap condition in place, its ``enforce`` (which raises
+        what the graph's operator raises) only where that fails. The token goes."""
+        *values, _token = node.args
+        texts = [self.arg(value, as_tuple=True) for value in values]
+        enforce = self.global_(check.enforce, check.name)
+        for line in check.render(texts, enforce):
+            self.emit(line)
+
     def branch(self, fn: Callable[..., Any]) -> str:
         module = getattr(fn, "__self__", None)
         if isinstance(module, torch.fx.GraphModule) and fn.__name__ == "forward":
             fn = generate(module)
         return self.global_(fn, "branch")
-
-
-# Checks, inlined. Each runs the cheap test in place and calls the runner's own
-# check (the graph's operator, or the function the runner calls) only when it
-# could fail.
-
-
-def _emit_assert_scalar(writer: _FunctionWriter, node: torch.fx.Node) -> None:
-    condition, message, _token = node.args
-    text = writer.arg(condition)
-    writer.emit(f"if not {text}:")
-    writer.emit(f"    {writer.global_(_fail_scalar, 'fail')}({text}, {message!r})")
-
-
-def _emit_assert_input_size_stride(writer: _FunctionWriter, node: torch.fx.Node) -> None:
-    tensor, size, stride, name, _token = node.args
-    tensor, size, stride = writer.arg(tensor), writer.arg(size, True), writer.arg(stride, True)
-    # Equal sizes and strides always pass; anything else gets the full check,
-    # which accepts other strides of size-1 dimensions and raises otherwise.
-    writer.emit(f"if {tensor}.size() != {size} or {tensor}.stride() != {stride}:")
-    check = writer.global_(check_input_size_stride, "check")
-    writer.emit(f"    {check}({tensor}, {size}, {stride}, {name!r})")
-
-
-def _emit_assert_size_stride(writer: _FunctionWriter, node: torch.fx.Node) -> None:
-    tensor, size, stride, op_name, _token = node.args
-    check = writer.global_(guards.assert_size_stride, "check")
-    writer.emit(
-        f"{check}({writer.arg(tensor)}, {writer.arg(size, True)}, "
-        f"{writer.arg(stride, True)}, {op_name!r})"
-    )
-
-
-def _emit_assert_alignment(writer: _FunctionWriter, node: torch.fx.Node) -> None:
-    tensor, alignment, op_name, _token = node.args
-    check = writer.global_(guards.assert_alignment, "check")
-    writer.emit(f"{check}({writer.arg(tensor)}, {writer.arg(alignment)}, {op_name!r})")
-
-
-def _emit_generic_check(writer: _FunctionWriter, node: torch.fx.Node) -> None:
-    """Other checks: the runner's own function, token passed as None."""
-    *args, _token = node.args
-    writer.emit(writer.call(node.target, (*args, None), node.kwargs))
-
-
-_CHECK_EMITTERS: dict[Any, Callable[[_FunctionWriter, torch.fx.Node], None]] = {
-    runner.assert_scalar: _emit_assert_scalar,
-    runner.assert_input_size_stride: _emit_assert_input_size_stride,
-    runner.assert_size_stride: _emit_assert_size_stride,
-    runner.assert_alignment: _emit_assert_alignment,
-    runner.assert_tensor_metadata: _emit_generic_check,
-}

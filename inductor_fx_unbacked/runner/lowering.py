@@ -25,16 +25,17 @@ inspectable like any other: ``lowered.code``.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
-from torch._C._dynamo import guards
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 
-from . import _compat
+from .. import _compat
+from ..codegen.fx_cpp import kernel_function
+from .checks import checks_by_operator
+from .tuning import Launch, launcher_arg_names, tuning_candidates
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -56,14 +57,39 @@ _PURE_TARGETS = {
 }
 
 
-def lower(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+class Kernels(Protocol):
+    """Where lowering finds what a kernel node names: the graph's own kernels
+    (``artifact.kernels.OwnedKernels``), or the side table for a graph that this
+    package did not hand out."""
+
+    def tuner(self, kernel_idx: int) -> Any: ...
+    def kernel(self, kernel_idx: int) -> Any: ...
+    def constant_args_of(self, constant_args_idx: int) -> dict[str, Any]: ...
+
+
+class SideTableKernels:
+    """The kernels of a graph that owns none: whatever the side table holds now."""
+
+    def tuner(self, kernel_idx: int) -> Any:
+        return None
+
+    def kernel(self, kernel_idx: int) -> Any:
+        return kernel_side_table.get_kernel(kernel_idx)
+
+    def constant_args_of(self, constant_args_idx: int) -> dict[str, Any]:
+        return kernel_side_table.get_constant_args(constant_args_idx)
+
+
+def lower(gm: torch.fx.GraphModule, kernels: Kernels | None = None) -> torch.fx.GraphModule:
     """A ``GraphModule`` that computes what ``gm`` computes, with direct calls.
 
     ``gm`` is not modified. Subgraphs (``cond`` branches, ``while_loop`` bodies)
-    are lowered too. The lowered module reads the constants of ``gm`` (its
-    ``get_attr`` targets, e.g. the parameters that ``config.freezing`` folds in)
-    as the identical objects.
+    are lowered too. Kernel nodes launch what ``kernels`` holds for their index
+    (default: the side table, as ``gm.forward`` would). The lowered module reads
+    the constants of ``gm`` (its ``get_attr`` targets, e.g. the parameters that
+    ``config.freezing`` folds in) as the identical objects.
     """
+    kernels = kernels if kernels is not None else SideTableKernels()
     graph = torch.fx.Graph()
     output = graph.graph_copy(gm.graph, {})
     graph.output(output)
@@ -72,28 +98,29 @@ def lower(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if node.op != "call_function":
             continue
         if node.target is higher_order.triton_kernel_wrapper_mutation:
-            _lower_triton_kernel(graph, node, streams)
+            _lower_triton_kernel(graph, node, streams, kernels)
         elif node.target is higher_order.cond:
             predicate, true_fn, false_fn, operands = node.args
-            branches = (_lowered_subgraph(gm, false_fn), _lowered_subgraph(gm, true_fn))
+            branches = (
+                _lowered_subgraph(gm, false_fn, kernels),
+                _lowered_subgraph(gm, true_fn, kernels),
+            )
             _replace(node, _Branch("cond", branches), (predicate, *operands))
         elif node.target is getattr(higher_order, "switch", None):
             selector, branch_fns, operands = node.args
-            branches = tuple(_lowered_subgraph(gm, fn) for fn in branch_fns)
+            branches = tuple(_lowered_subgraph(gm, fn, kernels) for fn in branch_fns)
             _replace(node, _Branch("switch", branches), (selector, *operands))
         elif node.target in _WHILE_LOOPS:
             cond_fn, body_fn, carried, additional = node.args
             loop = _WhileLoop(
-                _lowered_subgraph(gm, cond_fn),
-                _lowered_subgraph(gm, body_fn),
+                _lowered_subgraph(gm, cond_fn, kernels),
+                _lowered_subgraph(gm, body_fn, kernels),
                 stack_output=node.target is _WHILE_LOOPS[-1],
             )
             _replace(node, loop, (tuple(carried), tuple(additional)))
         elif node.target in _CHECKS:
             node.target = _CHECKS[node.target]
         elif _is_cpp_kernel(node.target):
-            from .codegen.fx_cpp import kernel_function
-
             key, buffers, sizes = node.args
             _replace(node, kernel_function(key), (*buffers, *sizes))
     _eliminate_dead_code(graph)
@@ -114,9 +141,11 @@ def _replace(node: torch.fx.Node, target: Callable[..., Any], args: tuple[Any, .
     node.kwargs = {}
 
 
-def _lowered_subgraph(gm: torch.fx.GraphModule, get_attr: torch.fx.Node) -> Callable[..., Any]:
+def _lowered_subgraph(
+    gm: torch.fx.GraphModule, get_attr: torch.fx.Node, kernels: Kernels
+) -> Callable[..., Any]:
     assert get_attr.op == "get_attr", get_attr.format_node()
-    return lower(getattr(gm, get_attr.target)).forward
+    return lower(getattr(gm, get_attr.target), kernels).forward
 
 
 def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
@@ -143,18 +172,13 @@ def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
 
 
 def _lower_triton_kernel(
-    graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[int, torch.fx.Node]
+    graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[int, torch.fx.Node], kernels: Kernels
 ) -> None:
-    from .codegen.fx_triton import tuner_for_kernel
-
     kwargs = dict(node.kwargs)
     kernel_idx = kwargs["kernel_idx"]
-    call_kwargs = {
-        **kwargs["kwargs"],
-        **kernel_side_table.get_constant_args(kwargs["constant_args_idx"]),
-    }
+    call_kwargs = {**kwargs["kwargs"], **kernels.constant_args_of(kwargs["constant_args_idx"])}
     (grid,) = kwargs["grid"]
-    tuner = tuner_for_kernel(kernel_idx)
+    tuner = kernels.tuner(kernel_idx)
     launcher = _precompiled_launcher(tuner, call_kwargs) if tuner is not None else None
     if (
         launcher is None
@@ -163,13 +187,13 @@ def _lower_triton_kernel(
         or kwargs.get("launch_kwargs")
     ):
         names = list(call_kwargs)
-        launch = _InterpretedLaunch(kernel_side_table.get_kernel(kernel_idx), names)
+        launch = _InterpretedLaunch(kernels.kernel(kernel_idx), names)
         _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
         _compat.rename_node(node, launch.__name__)
         return
     extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
     values = {**call_kwargs, **extra}
-    arg_names = _launcher_arg_names(launcher)
+    arg_names = launcher_arg_names(launcher)
     args = tuple(values[name] for name in arg_names)
     device = tuner.triton_meta.get("device", 0)
     index = device if isinstance(device, int) else getattr(device, "index", None) or 0
@@ -177,8 +201,8 @@ def _lower_triton_kernel(
         # Launches run in graph order, so the first one's stream serves the rest.
         with graph.inserting_before(node):
             streams[index] = graph.call_function(_current_raw_stream, (index,))
-    candidates = _tuning_candidates(tuner, launcher, arg_names)
-    _replace(node, _Launch(tuner, candidates, tuner.fn.__name__), (streams[index], *args))
+    candidates = tuning_candidates(tuner, launcher, arg_names)
+    _replace(node, Launch(tuner, candidates, tuner.fn.__name__), (streams[index], *args))
     _compat.rename_node(node, tuner.fn.__name__)
 
 
@@ -214,84 +238,8 @@ def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
     return None
 
 
-def _tuning_candidates(tuner: Any, chosen: Any, arg_names: Sequence[str]) -> tuple[Any, ...]:
-    """The launchers the first call chooses among: the graph's own first, then the
-    tuner's other precompiled configs of the same kernel (same parameters, other
-    block sizes, warps and stages)."""
-    others = [
-        launcher
-        for launcher in tuner.launchers
-        if launcher is not chosen and _launcher_arg_names(launcher) == list(arg_names)
-    ]
-    return (chosen, *others)
-
-
-def _launcher_arg_names(launcher: Any) -> list[str]:
-    """The parameters of a launcher, ``launcher(<args>, stream)``: Triton's own
-    launchers record them as ``def_args``; Inductor's static launcher does not."""
-    names = getattr(launcher, "def_args", None)
-    if names is None:
-        names = [name for name in inspect.signature(launcher).parameters if name != "stream"]
-    return list(names)
-
-
 def _current_raw_stream(index: int) -> int:
     return _compat.current_raw_stream(index)
-
-
-class _Launch:
-    """Calls a precompiled Inductor launcher: ``launcher(*args, stream=stream)``.
-
-    With one candidate it is the launcher of the config the graph chose. With
-    several (the kernel's precompiled configs, the graph's first), the first
-    call benchmarks each on that call's arguments with the autotuner's own
-    ``bench``, as the Python wrapper's ``CachingAutotuner.run`` does, and every
-    later call uses the fastest. The configs are one kernel with other block
-    sizes, so the values are the same up to the order of floating-point
-    reductions, as between the Python wrapper's configs. Nothing compiles: the
-    candidates are launchers of binaries compiled before the graph ran.
-    """
-
-    __module__ = __name__
-
-    def __init__(self, tuner: Any, candidates: Sequence[Any], kernel_name: str) -> None:
-        self.tuner = tuner
-        self.candidates = tuple(candidates)
-        #: The launcher every call uses; None until the first call has tuned.
-        self.launcher = self.candidates[0] if len(self.candidates) == 1 else None
-        self.timings: dict[Any, float] = {}
-        self.__name__ = kernel_name
-        self._bindings: list[tuple[dict[str, Any], str]] = []
-
-    def __call__(self, stream: int, *args: Any) -> None:
-        self.launch(*args, stream=stream)
-
-    def launch(self, *args: Any, stream: int) -> None:
-        if self.launcher is None:
-            self.launcher = self._tune(args)
-        self.launcher(*args, stream=stream)
-
-    def entry_point(self) -> Callable[..., Any]:
-        """What generated code calls: the launcher, or ``launch`` until tuned."""
-        return self.launcher if self.launcher is not None else self.launch
-
-    def rebind_after_tuning(self, namespace: dict[str, Any], name: str) -> None:
-        """Once tuned, make ``namespace[name]`` the winning launcher itself."""
-        if self.launcher is None:
-            self._bindings.append((namespace, name))
-
-    def _tune(self, args: tuple[Any, ...]) -> Any:
-        self.timings = {launcher: self.tuner.bench(launcher, *args) for launcher in self.candidates}
-        # The graph's own config wins ties.
-        best = min(self.candidates, key=self.timings.__getitem__)
-        log.debug("%s: config %s of %s", self.__name__, best.config, self.timings)
-        for namespace, name in self._bindings:
-            namespace[name] = best
-        self._bindings.clear()
-        return best
-
-    def __repr__(self) -> str:
-        return f"launch({self.__name__})"
 
 
 class _InterpretedLaunch:
@@ -343,9 +291,7 @@ class _WhileLoop:
         self.stack_output = stack_output
 
     def __call__(self, carried: tuple[Any, ...], additional: tuple[Any, ...]) -> Any:
-        from torch._higher_order_ops.while_loop import while_loop_dense
-
-        return while_loop_dense(
+        return _compat.while_loop_dense(
             self.cond_fn, self.body_fn, carried, additional, stack_output=self.stack_output
         )
 
@@ -360,62 +306,4 @@ _WHILE_LOOPS = tuple(
 )
 
 
-# Checks: the cheap test first; on failure, the graph's own operator raises. Each
-# passes the dependency token through: nothing reads a token's value.
-
-
-def assert_scalar(condition: Any, message: str, token: torch.Tensor) -> torch.Tensor:
-    if not condition:
-        aten._functional_assert_scalar.default(condition, message, token)
-    return token
-
-
-def assert_size_stride(
-    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], op_name: str, token: Any
-) -> Any:
-    guards.assert_size_stride(tensor, tuple(size), tuple(stride), op_name)
-    return token
-
-
-def assert_input_size_stride(
-    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], name: str, token: Any
-) -> Any:
-    from .ops import check_input_size_stride
-
-    check_input_size_stride(tensor, size, stride, name)
-    return token
-
-
-def assert_tensor_metadata(
-    tensor: torch.Tensor,
-    size: Sequence[int],
-    stride: Sequence[int],
-    dtype: torch.dtype,
-    op_name: str,
-    token: Any,
-) -> Any:
-    from torch._inductor.runtime.runtime_utils import assert_tensor_metadata
-
-    assert_tensor_metadata(tensor, tuple(size), tuple(stride), dtype, op_name)
-    return token
-
-
-def assert_alignment(tensor: torch.Tensor, alignment: int, op_name: str, token: Any) -> Any:
-    guards.assert_alignment(tensor, alignment, op_name)
-    return token
-
-
-def _checks() -> dict[Any, Callable[..., Any]]:
-    from . import ops  # noqa: F401  (registers the fx_unbacked:: ops)
-
-    fx_unbacked = torch.ops.fx_unbacked
-    return {
-        aten._functional_assert_scalar.default: assert_scalar,
-        fx_unbacked.assert_size_stride.default: assert_size_stride,
-        fx_unbacked.assert_input_size_stride.default: assert_input_size_stride,
-        fx_unbacked.assert_tensor_metadata.default: assert_tensor_metadata,
-        fx_unbacked.assert_alignment.default: assert_alignment,
-    }
-
-
-_CHECKS = _checks()
+_CHECKS = checks_by_operator()

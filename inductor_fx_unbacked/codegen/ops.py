@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch._C._dynamo import guards
 
-from . import _compat
+from .. import _compat
 
 
 @torch.library.custom_op("fx_unbacked::assert_size_stride", mutates_args=())

@@ -53,13 +53,13 @@ def graph_source(gm: torch.fx.GraphModule, compiled_fn: Any) -> str:
     """The code of an FX graph, its subgraphs and, if it runs lowered, of what runs.
 
     ``compiled_fn`` is what ``compile_graph`` returned for ``gm``: the function
-    that :func:`inductor_fx_unbacked.straightline.compile_lowered` writes (its
+    that :func:`inductor_fx_unbacked.runner.straightline.compile_lowered` writes (its
     text is its ``source``), or ``gm.forward`` itself.
     """
     parts = ["# The FX graph (inductor-fx-unbacked)", _module_code(gm)]
     runs = getattr(compiled_fn, "source", None)
     if isinstance(runs, str):
-        parts += ["# What runs: inductor_fx_unbacked.straightline.compile_lowered(gm)", runs]
+        parts += ["# What runs: inductor_fx_unbacked.runner.straightline.compile_lowered(gm)", runs]
     return "\n".join(parts)
 
 

@@ -90,13 +90,13 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 
-    from . import interpreter
-    from .codegen import fx_checks as checks
-    from .codegen import fx_control as control
-    from .codegen import fx_symbols as symbols
-    from .codegen import fx_triton as kernels
-    from .codegen import wrapper as w
-    from .codegen import wrapper_fxir as fx
+    from ..codegen import fx_checks as checks
+    from ..codegen import fx_control as control
+    from ..codegen import fx_symbols as symbols
+    from ..codegen import fx_triton as kernels
+    from ..codegen import wrapper as w
+    from ..codegen import wrapper_fxir as fx
+    from . import cpu_mode
 
     return [
         # Part 1 and 2: the line, and its text.
@@ -142,7 +142,7 @@ def patches() -> list[Patch]:
         replace(FxConverter, symbols._generate_dynamic_slice_size),
         replace(FxConverter, control._generate_while_loop),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
-        wrap(VariableBuilder, interpreter.tracing_interpreted_kernels, "_wrap"),
+        wrap(VariableBuilder, cpu_mode.tracing_interpreted_kernels, "_wrap"),
     ]
 
 
@@ -201,16 +201,50 @@ def _revert(saved: dict[tuple[Any, str], Any]) -> None:
         saved.clear()
 
 
+#: The key of the overlay's entry among Inductor's custom backend passes: never a device.
+IDENTITY_KEY = "inductor_fx_unbacked"
+
+
 def enable() -> None:
-    """Install the overlay onto upstream Inductor. Idempotent."""
+    """Install the overlay onto upstream Inductor. Idempotent.
+
+    The overlay changes code that Inductor's wrappers write (the Python wrapper's
+    checks of divided sizes, every FX graph), so while it is enabled it is part of
+    the keys of Inductor's caches: an entry among the custom backend passes, whose
+    uuids every key holds and which only runs for its key's device (none).
+    """
+    from torch._inductor.codegen import common
+
     check_torch_version()
     if not _saved:
         _apply(patches(), _saved)
+        # Devices first, so that the entries' order, which the keys see, is stable.
+        common.init_backend_registration()
+        common.custom_backend_passes[IDENTITY_KEY] = _overlay_identity()
 
 
 def disable() -> None:
     """Restore every upstream attribute the overlay replaced, as the identical object."""
+    from torch._inductor.codegen import common
+
     _revert(_saved)
+    common.custom_backend_passes.pop(IDENTITY_KEY, None)
+
+
+def _overlay_identity() -> Any:
+    from .._compat import CustomBackendPass
+    from ..artifact.identity import artifact_identity
+
+    class OverlayIdentity(CustomBackendPass):
+        """The overlay, in cache keys: a pass that changes nothing."""
+
+        def __call__(self, graph: Any) -> None:
+            pass
+
+        def uuid(self) -> Any:
+            return artifact_identity(overlay=True)
+
+    return OverlayIdentity()
 
 
 # Triton's interpreter, for the CPU mode. Interpreted kernels run whenever a
@@ -224,16 +258,17 @@ def interpreter_patches() -> list[Patch]:
     from triton.runtime import autotuner as triton_autotuner
     from triton.runtime import interpreter as triton_interpreter
 
-    from . import _compat, interpreter
+    from .. import _compat
+    from . import cpu_mode
 
     table = [
-        wrap(triton_interpreter.InterpreterBuilder, interpreter.contiguous_operands, name)
+        wrap(triton_interpreter.InterpreterBuilder, cpu_mode.contiguous_operands, name)
         for name in ("create_atomic_rmw", "create_atomic_cas")
     ]
-    table.append(wrap(triton_interpreter, interpreter.converting_floats, "_implicit_cvt"))
+    table.append(wrap(triton_interpreter, cpu_mode.converting_floats, "_implicit_cvt"))
     # Launches of user kernels inside a traced ``triton_op`` record the kernel call.
     table += [
-        wrap(owner, interpreter.tracing_kernel_launches, "run")
+        wrap(owner, cpu_mode.tracing_kernel_launches, "run")
         for owner in (
             triton_interpreter.InterpretedFunction,
             triton_autotuner.Autotuner,
@@ -241,7 +276,7 @@ def interpreter_patches() -> list[Patch]:
         )
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
-        table.append(wrap(triton_interpreter, interpreter.patch_lang_tensor, "_patch_lang_tensor"))
+        table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))
     return table
 
 
@@ -249,8 +284,3 @@ def fix_interpreter() -> None:
     """Install the interpreter fixes (``interpreter_patches``). Idempotent."""
     if not _interpreter_saved:
         _apply(interpreter_patches(), _interpreter_saved)
-
-
-def unfix_interpreter() -> None:
-    """Restore the interpreter's own attributes."""
-    _revert(_interpreter_saved)

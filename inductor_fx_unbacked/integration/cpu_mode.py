@@ -1,18 +1,17 @@
-"""Run Inductor's FX wrapper backend on a CPU-only machine, through Triton's interpreter.
+"""The CPU mode: Inductor's FX wrapper backend on a machine without a GPU.
 
 With ``TRITON_INTERPRET=1``, ``@triton.jit`` kernels become ``InterpretedFunction``
-objects that run on CPU tensors with NumPy. Three things stand between that and
-the FX backend, and this module supplies them:
+objects that run on CPU tensors with NumPy. What stands between that and the FX
+backend, this module supplies (the converter's part is
+``codegen/converters.py``):
 
 1. Triton needs one active driver that reports a target and a device; a CPU-only
-   machine has none. :class:`InterpreterDriver` stands in for it.
-2. Interpreter mode never precompiles, so a kernel has no compile result to read
-   its launch config from. :class:`InterpreterFxConverter` gives it one holding
-   the first config, which is the config the interpreter runs.
-3. ``wrap_triton`` returns a raw ``InterpretedFunction``, which has no index in
-   the kernel side table that ``triton_kernel_wrapper_mutation`` nodes refer to.
-   The converter wraps it so that it gets one.
-4. User kernels (``@triton.jit`` or ``@triton.autotune`` over it, called from a
+   machine has none. :func:`interpreter_driver` makes a stand-in the active one.
+2. The interpreter itself needs fixes on some Triton releases (atomics over
+   broadcast operands, float arguments, indices under NumPy 2.4); the overlay
+   installs them (``interpreter_patches`` in ``overlay.py``), and they are
+   defined here.
+3. User kernels (``@triton.jit`` or ``@triton.autotune`` over it, called from a
    compiled function or from a ``torch.library.triton_op``) are
    ``InterpretedFunction`` objects, which Dynamo and ``wrap_triton`` do not take
    for Triton kernels: Dynamo traces into the interpreter's launcher, and tracing a
@@ -27,10 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import functools
 import os
-import re
 import sys
 import time
 import warnings
@@ -41,11 +38,8 @@ from typing import Any, TypeVar
 import numpy
 import torch
 from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
-from torch._inductor.codegen.wrapper import KernelDefinitionLine
-from torch._inductor.codegen.wrapper_fxir import FxConverter, TritonKernel
 
-from . import _compat
-from .codegen.fx_triton import kernel_source_of, load_kernel
+from .. import _compat
 
 INTERPRET_ENV = "TRITON_INTERPRET"
 
@@ -55,30 +49,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class InterpreterNotEnabledError(RuntimeError):
     """CPU mode was asked for, but Triton was not started in interpreter mode."""
-
-
-class InterpreterUnsupportedError(NotImplementedError):
-    """A kernel needs something that Triton's interpreter cannot run."""
-
-
-_LIBDEVICE_CALL = re.compile(r"\blibdevice\.(\w+)\(")
-
-
-def check_interpretable(kernel_name: str, kernel_body: str) -> None:
-    """Raise :class:`InterpreterUnsupportedError` for a kernel that calls ``libdevice``.
-
-    The interpreter has no ``libdevice`` (Inductor uses it for exp, tanh, erf,
-    rsqrt, pow, ...); run time would fail with an unrelated ``AttributeError``
-    inside the interpreter, so the kernel is refused when it is compiled.
-    """
-    functions = sorted(set(_LIBDEVICE_CALL.findall(kernel_body)))
-    if functions:
-        raise InterpreterUnsupportedError(
-            f"Triton kernel {kernel_name} calls libdevice."
-            + ", libdevice.".join(functions)
-            + ", which Triton's interpreter (the CPU mode) cannot run; run it on a GPU, "
-            "or keep to operations such as sin, cos, log, sigmoid, where and sums"
-        )
 
 
 def require_interpreter() -> None:
@@ -206,13 +176,6 @@ def python_wrapper_reference(device: str) -> Iterator[None]:
         yield
 
 
-@dataclasses.dataclass(frozen=True)
-class InterpretedCompileResult:
-    """The compile result of an interpreted kernel: only its config is known."""
-
-    config: Any
-
-
 def patch_lang_tensor(original: F) -> F:
     """Wrap the interpreter's ``_patch_lang_tensor`` so that ``tl.tensor.__index__``
     accepts the one-element arrays that scalars are.
@@ -278,18 +241,6 @@ def converting_floats(original: F) -> F:
         return original(arg)
 
     return _implicit_cvt
-
-
-class InterpreterFxConverter(FxConverter):
-    """An ``FxConverter`` whose Triton kernels run in Triton's interpreter."""
-
-    def _generate_kernel_definition(self, line: KernelDefinitionLine) -> None:
-        if not line.gpu:  # a C++ kernel
-            super()._generate_kernel_definition(line)
-            return
-        check_interpretable(line.kernel_name, line.kernel_body)
-        tuner, wrapped = load_kernel(kernel_source_of(self, line, interpreted=True))
-        self.kernels[line.kernel_name] = TritonKernel(tuner, wrapped)
 
 
 # User kernels.

@@ -1,0 +1,267 @@
+"""The FX backend as Inductor sees it: a wrapper codegen, registered per device.
+
+``fx_backend(device)`` registers :class:`FxWrapperCodegen` as the device's
+wrapper codegen (for ``torch.compile`` and for ``aot_compile(..., fx_wrapper=True)``)
+with the overlay enabled. Each graph it produces is converted
+(``codegen/``), handed out as a self-contained artifact (``artifact/``), given
+to ``recording_graphs``, shown in the logs, run by the chosen runner
+(``runner/``), and stored in Inductor's caches (``caches.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch._inductor import config
+from torch._inductor.codegen import common
+from torch._inductor.codegen.common import FileBackedGraphModule
+from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
+from torch._inductor.virtualized import V
+
+from .. import runner as runners
+from ..artifact.kernels import hand_out
+from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
+from ..codegen.fx_checks import strip_runtime_asserts
+from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
+from . import caches, logs, overlay
+from .cpu_mode import interpreter_driver, require_interpreter
+from .recording import record_graphs
+
+SUPPORTED_DEVICES = ("cuda", "cpu")
+log = logging.getLogger(__name__)
+
+
+class FxWrapperCodegen(WrapperFxCodegen):
+    """Upstream's FX wrapper codegen, with a pluggable converter and runner, whose
+    graphs are self-contained artifacts that Inductor's caches can store."""
+
+    converter_class: type[FxConverter] = SourcedFxConverter
+    #: Inductor's FX graph cache stores the artifact (``caches.py``).
+    supports_caching: bool = True
+    #: Whether graphs keep the nodes tagged ``meta["runtime_assert"]``.
+    runtime_asserts: bool = True
+    #: How compiled graphs run (``inductor_fx_unbacked.runner``): ``"lowered"`` or
+    #: ``"graph"`` (upstream's default, ``gm.forward``).
+    runner: str = "lowered"
+
+    def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
+        """The callable that runs ``gm``; ``gm`` itself is left as it is."""
+        return runners.compile_graph(gm, self.runner)
+
+    def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
+        self.run_wrapper_ir_passes(is_inference)
+        overlay_enabled = overlay.is_enabled()
+        try:
+            gm = self._convert()
+        except Exception as e:
+            if overlay_enabled:
+                raise
+            raise RuntimeError(
+                f"FX conversion failed: {type(e).__name__}: {e}\n\nThe inductor-fx-unbacked "
+                "overlay was disabled inside fx_backend, so upstream's converter ran, and "
+                "it cannot convert this graph. Call inductor_fx_unbacked.enable() again, or "
+                "turn the assert flags off."
+            ) from e
+        if not self.runtime_asserts:
+            strip_runtime_asserts(gm)
+        if self.is_subgraph:
+            # Handed out with the graph that holds it; upstream never runs it alone.
+            record_graphs([gm])
+            return _SubgraphModule(gm, self.compile_graph(gm)), None
+        hand_out(gm)
+        record_graphs([gm])
+        compiled = ShownGraphModule(gm, self.compile_graph(gm))
+        logs.show_graph(compiled.source, compiled.__file__)
+        if not V.graph.aot_mode:
+            caches.store_artifact(gm, self.runner, compiled.source)
+        return compiled, None
+
+    def _convert(self) -> torch.fx.GraphModule:
+        converter = self.converter_class(
+            lines=self.lines,
+            prologue="\n".join([self.imports.getvalue(), self.header.getvalue()]),
+            graph_inputs=self.get_fx_graph_inputs(),
+            graph_outputs=self.get_graph_outputs(),
+            subgms=self.subgms,
+            is_subgraph=self.is_subgraph,
+        )
+        gm = converter.generate()
+        gm.meta[CONVERTED_KERNELS] = converted_kernels(converter)
+        return gm
+
+
+class ShownGraphModule(FileBackedGraphModule):
+    """Upstream's compiled FX graph, whose file holds the graph's code and stays.
+
+    Inductor logs this file as "Output code written to"; upstream's temporary
+    file is deleted when the process ends. Ours is in Inductor's cache dir, as
+    the Python wrapper's code is, and holds the graph, its subgraphs and the
+    lowered code that runs (:func:`logs.graph_source`).
+    """
+
+    def __post_init__(self) -> None:
+        self.source = logs.graph_source(self.gm, self.compiled_fn)
+        self._path = logs.write_graph_source(self.source)
+
+    @property
+    def __file__(self) -> str:
+        return self._path
+
+
+class _SubgraphModule(FileBackedGraphModule):
+    """A subgraph's result: only its graph is read (by the graph that holds it)."""
+
+    def __post_init__(self) -> None:
+        pass
+
+    @property
+    def __file__(self) -> str:
+        raise NotImplementedError("a subgraph of the FX backend has no file of its own")
+
+
+class InterpreterFxWrapperCodegen(FxWrapperCodegen):
+    """The FX wrapper codegen of the CPU mode: kernels run in Triton's interpreter."""
+
+    converter_class = InterpreterFxConverter
+
+
+RUNNERS = runners.RUNNERS
+
+
+@contextlib.contextmanager
+def fx_backend(
+    device: str | torch.device, *, runtime_asserts: bool = True, runner: str = "lowered"
+) -> Iterator[None]:
+    """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
+
+    Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
+    and the ``fx_wrapper`` slot (``aot_compile(..., options={"fx_wrapper": True})``)
+    of the device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton
+    kernels run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"``
+    inside the context only, and ``TRITON_INTERPRET=1`` must have been set before
+    Triton was imported. On exit, the previous registration, config, Triton
+    driver and overlay state are restored, also when the body raises.
+
+    Runtime checks (value ranges of unbacked symbols, ``torch._check``, output
+    size/stride and alignment) are FX nodes tagged ``meta["runtime_assert"]``;
+    ``runtime_asserts=False`` leaves them out, for consumers that verify shapes
+    themselves.
+
+    ``device`` is a device type or a device (``"cuda"``, ``"cuda:1"``,
+    ``torch.device("cuda")``); the backend is registered for the whole type.
+
+    ``runner`` says how compiled graphs run: ``"lowered"`` (the default) runs a
+    lowered copy of each graph that launches Inductor's precompiled kernels and
+    branches in Python (:func:`inductor_fx_unbacked.runner.lower`); ``"graph"``
+    runs ``gm.forward`` as upstream does. Either way the graphs themselves, as
+    ``capture_fx_graphs`` and ``recording_graphs`` return them, are the same.
+    """
+    device = device_type(device)
+    if runner not in RUNNERS:
+        raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
+    if device == "cpu":
+        require_interpreter()
+        overlay.fix_interpreter()
+    common.init_backend_registration()
+    with contextlib.ExitStack() as stack:
+        if not overlay.is_enabled():
+            overlay.enable()
+            stack.callback(overlay.disable)
+        stack.callback(_restore_registration(device))
+        codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
+        register_fx_wrapper(device, codegen, runner=runner, runtime_asserts=runtime_asserts)
+        if device == "cpu":
+            stack.enter_context(config.patch(cpu_backend="triton"))
+            stack.enter_context(interpreter_driver())
+        yield
+
+
+def register_fx_wrapper(
+    device: str, codegen: type[FxWrapperCodegen], *, runner: str, runtime_asserts: bool
+) -> None:
+    """Register ``codegen`` (with ``runner`` and ``runtime_asserts``) as ``device``'s JIT
+    and ``fx_wrapper`` codegen, keeping the device's scheduling and C++ wrapper, and
+    its artifact identity as the device's custom backend pass (``caches.py``)."""
+    if not runtime_asserts or runner != codegen.runner:
+        options = {"runtime_asserts": runtime_asserts, "runner": runner}
+        codegen = type(codegen.__name__, (codegen,), options)
+    previous = common.device_codegens[device]
+    # The artifact's identity goes into Inductor's and AOTAutograd's cache
+    # keys through the device's custom backend pass (caches.py).
+    identity = caches.FxArtifactIdentity(
+        device, runner, runtime_asserts, common.custom_backend_passes.get(device)
+    )
+    common.register_backend_for_device(
+        device,
+        previous.scheduling,
+        codegen,
+        previous.cpp_wrapper_codegen,
+        codegen,
+        identity,
+        common.custom_backend_codegen_configs.get(device),
+    )
+
+
+def device_type(device: str | torch.device) -> str:
+    """The device type ``fx_backend`` registers for, checked: a supported type, and
+    for CUDA, one that this machine has."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"fx_backend got {device!r}, which is not a device: it supports "
+            f"{' and '.join(map(repr, SUPPORTED_DEVICES))} (a device type, or a device such "
+            f"as 'cuda:1'){_did_you_mean(device)}"
+        ) from None
+    if kind not in SUPPORTED_DEVICES:
+        raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"fx_backend({device!r}): this machine has no CUDA device (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda is not None}); "
+            "use fx_backend('cpu') to run Triton kernels in Triton's interpreter"
+        )
+    return kind
+
+
+#: Names people use for a GPU, which torch calls "cuda" (on AMD GPUs too).
+_GPU_NAMES = ("gpu", "nvidia", "amd", "rocm", "triton")
+
+
+def _did_you_mean(device: Any) -> str:
+    if not isinstance(device, str):
+        return ""
+    name = device.split(":")[0].strip().lower()
+    if name in _GPU_NAMES:
+        return f"; for a GPU, use {'cuda' + device.strip()[len(name) :]!r}"
+    close = difflib.get_close_matches(name, SUPPORTED_DEVICES, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _restore_registration(device: str) -> Callable[[], None]:
+    """Return a callback that puts back the device's registration exactly as it is now."""
+    tables: list[dict[str, Any]] = [
+        common.device_codegens,
+        common.custom_backend_passes,
+        common.custom_backend_codegen_configs,
+    ]
+    missing = object()
+    saved = [table.get(device, missing) for table in tables]
+
+    def restore() -> None:
+        for table, value in zip(tables, saved):
+            if value is missing:
+                table.pop(device, None)
+            else:
+                table[device] = value
+
+    return restore
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"

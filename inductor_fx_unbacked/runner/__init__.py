@@ -1,0 +1,38 @@
+"""How a handed-out FX graph runs: the callable that ``compile_graph`` returns.
+
+``"lowered"`` (the default) runs straight-line Python over a lowered copy of the
+graph (``lowering.py``, ``straightline.py``); ``"graph"`` runs the graph's own
+``forward``, as upstream does. Either way the graph's kernels are its own
+(``artifact/kernels.py``): they are put back into the side table before a call
+that needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..artifact.kernels import owned_kernels
+from .straightline import compile_lowered
+
+RUNNERS = ("lowered", "graph")
+
+
+def compile_graph(gm: torch.fx.GraphModule, runner: str) -> Callable[..., Any]:
+    """The callable that runs ``gm`` with ``runner``; ``gm`` itself is left as it is."""
+    if runner == "lowered":
+        return compile_lowered(gm)
+    if runner != "graph":
+        raise ValueError(f"unknown runner {runner!r}; the runners are {RUNNERS}")
+    owned = owned_kernels(gm)
+    if owned is None:
+        return gm.forward
+
+    def run_graph(*args: Any) -> Any:
+        # Dynamo's reset empties the side table that the graph's kernel nodes read.
+        owned.ensure_placed()
+        return gm.forward(*args)
+
+    return run_graph
