@@ -99,31 +99,30 @@ def _our_names():
     return ours
 
 
-def test_every_private_upstream_name_used_is_declared():
-    """``x._name`` anywhere in the package is ours, a module, or an entry in ``_compat``."""
+def _undeclared_private_names(pattern: str) -> dict[str, str]:
+    """Names that ``pattern`` finds in the package's code, neither declared in
+    ``_compat``, nor ours, nor a module: each with where it is first used."""
     declared = {entry.name for entry in _compat.PRIVATE_NAMES}
     exempt = _our_names() | _module_names() | {p.stem for p in PACKAGE.rglob("*.py")}
     undeclared = {}
     for path in PACKAGE.rglob("*.py"):
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("#", 1)[0]
-            for name in re.findall(r"\.(_[a-z]\w*)", code.replace("``", "")):
+            code = line.split("#", 1)[0].replace("``", "")
+            for name in re.findall(pattern, code):
                 if name not in declared and name not in exempt:
                     undeclared.setdefault(name, f"{path.relative_to(PACKAGE)}:{lineno}")
+    return undeclared
+
+
+def test_every_private_upstream_name_used_is_declared():
+    """``x._name`` anywhere in the package is ours, a module, or an entry in ``_compat``."""
+    undeclared = _undeclared_private_names(r"\.(_[a-z]\w*)")
     assert not undeclared, f"private upstream names not declared in _compat: {undeclared}"
 
 
 def test_every_private_upstream_name_used_by_string_is_declared():
     """``getattr(x, "_name")``, an overlay row's ``"_name"``: declared too."""
-    declared = {entry.name for entry in _compat.PRIVATE_NAMES}
-    exempt = _our_names() | _module_names() | {p.stem for p in PACKAGE.rglob("*.py")}
-    undeclared = {}
-    for path in PACKAGE.rglob("*.py"):
-        for lineno, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("#", 1)[0]
-            for name in re.findall(r"[\"'](_[a-z]\w*)[\"']", code):
-                if name not in declared and name not in exempt:
-                    undeclared.setdefault(name, f"{path.relative_to(PACKAGE)}:{lineno}")
+    undeclared = _undeclared_private_names(r"[\"'](_[a-z]\w*)[\"']")
     assert not undeclared, f"private upstream names not declared in _compat: {undeclared}"
 
 
