@@ -175,7 +175,8 @@ class GraphKeepsItsKernelsTest(FxirTestCase):
         reset_dynamo_and_kernel_table()
         # Another kernel takes the first position; none can take the graph's index.
         kernel_side_table.add_kernel(add_two_kernel)
-        with self.assertRaisesRegex(AssertionError, "Kernel index .* not found"):
+        # Upstream's lookup fails ("Kernel index ... not found"; a bare assert on 2.10).
+        with self.assertRaises(AssertionError):
             gm.forward(self.inputs()[0])
         # Calling the graph puts its own kernels back.
         self.assertEqual(gm(self.inputs()[0]), positives_sin(self.inputs()[0]))
