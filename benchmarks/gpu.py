@@ -5,14 +5,17 @@
     python -m benchmarks.gpu --device cpu --quick --parts tests --out /tmp/smoke
 
 Each selected part runs as a child process with its share of ``--budget-s``
-(shares follow the parts' weights; time a part leaves unused goes to those after
-it) and writes its report to ``DIR/YYYY-MM-DD-<gpu>-<part>.md`` as it goes, its
-output to ``DIR/logs/``: a part stopped at its time limit, or a run killed, keeps
-what it measured. Test parts run pytest with Inductor's caches on, as users run
+(shares follow the parts' weights, about the minutes each takes on an H200: select
+the parts that fit; time a part leaves unused goes to those after it) and writes
+its report to ``DIR/YYYY-MM-DD-<gpu>-<part>.md`` as it goes, its output to
+``DIR/logs/``: a part stopped at its time limit, or a run killed, keeps what it
+measured. Test parts run pytest with Inductor's caches on, as users run
 them. With several GPUs the parts run side by side, one GPU each (``--lanes``);
 a part that needs two GPUs runs first, on all of them. ``--quick`` runs each
-part's smoke version (on CPU: Triton's interpreter). Exits with 1 when a part
-failed or was stopped, 2 on bad arguments.
+part's smoke version (on CPU: Triton's interpreter). ``--install-wheels DIR``
+first pip-installs the wheels in DIR (no index, no dependencies), for a machine
+without network that lacks one (``expecttest``). Exits with 1 when a part failed
+or was stopped, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class Part:
 
     name: str
     title: str
-    #: The part's share of the budget, relative to the others'.
+    #: The part's share of the budget, relative to the others': about the minutes
+    #: it takes on an H200.
     weight: float
     pytest_args: Sequence[str] = ()
     quick_pytest_args: Sequence[str] = ()
@@ -149,7 +153,7 @@ PARTS = {
         Part(
             "tests",
             "The package's end-to-end tests",
-            weight=3,
+            weight=4,
             pytest_args=(
                 "test/inductor",
                 "--ignore=test/inductor/test_fxir_caching.py",
@@ -162,7 +166,7 @@ PARTS = {
         Part(
             "caches",
             "Inductor's caches and C++ kernels",
-            weight=2,
+            weight=3,
             pytest_args=(
                 "test/inductor/test_fxir_caching.py",
                 "test/inductor/test_fxir_cpp_kernels.py",
@@ -176,15 +180,15 @@ PARTS = {
         Part(
             "corpus-modes",
             "The corpus under Inductor's modes, and user Triton kernels",
-            weight=2,
+            weight=4,
             pytest_args=("test/corpus/test_modes.py", "test/corpus/test_user_kernels.py"),
-            quick_pytest_args=("test/corpus/test_modes.py", "-k", "nan_asserts and nonzero_1d"),
+            quick_pytest_args=("test/corpus/test_modes.py", "-k", "reduce-overhead and nonzero_1d"),
             env={"IFX_MODES_PER_PROGRAM": "2"},
         ),
         Part(
             "upstream-suite",
             "Upstream's test_fxir_backend.py with the overlay",
-            weight=2,
+            weight=5,
             module="upstream_suite",
             arguments=_upstream_suite,
             missing=_missing_upstream_suite,
@@ -192,30 +196,30 @@ PARTS = {
         Part(
             "data-dependent",
             "Data-dependent programs: FX backend vs Inductor's Python wrapper",
-            weight=3,
+            weight=9,
             module="data_dependent",
             arguments=_data_dependent,
         ),
         Part(
             "warm-start",
             "Warm starts from Inductor's caches",
-            weight=2,
+            weight=5,
             module="warm_start",
             arguments=_warm_start,
         ),
         Part(
             "models",
             "The model sweep",
-            weight=3,
+            weight=12,
             module="models",
             arguments=_models,
             missing=_missing_modules("transformers", "torchvision", "torch_geometric"),
         ),
-        Part("stress", "The corpus in one process", weight=2, module="stress", arguments=_stress),
+        Part("stress", "The corpus in one process", weight=3, module="stress", arguments=_stress),
         Part(
             "ep-moe",
             "Expert-parallel MoE on two ranks",
-            weight=2,
+            weight=4,
             module="ep_moe",
             arguments=_ep_moe,
             gpus=2,
@@ -332,11 +336,12 @@ class Session:
 
 
 def lanes_for(parts: Sequence[Part], lanes: int) -> list[list[Part]]:
-    """The one-GPU parts spread over ``lanes``, heaviest first onto the lightest lane."""
+    """The one-GPU parts spread over ``lanes``, heaviest first onto the lightest lane;
+    each lane runs its parts in the order given."""
     spread: list[list[Part]] = [[] for _ in range(lanes)]
     for part in sorted(parts, key=lambda p: -p.weight):
         min(spread, key=lambda lane: sum(p.weight for p in lane)).append(part)
-    return [lane for lane in spread if lane]
+    return [sorted(lane, key=list(parts).index) for lane in spread if lane]
 
 
 def visible_gpus(device: str) -> list[str]:
@@ -354,7 +359,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.gpu",
         description=__doc__.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="parts:\n" + "\n".join(f"  {p.name:15} {p.title}" for p in PARTS.values()),
+        epilog="parts (weight):\n" + "\n".join(describe(p) for p in PARTS.values()),
     )
     parser.add_argument(
         "--parts", default="all", help="comma-separated parts (default: all); see below"
@@ -367,9 +372,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--lanes", type=int, default=None, help="parts side by side (default: GPUs)"
     )
     parser.add_argument("--list", action="store_true", help="list the parts and exit")
+    parser.add_argument(
+        "--install-wheels", default=None, metavar="DIR", help="pip-install DIR/*.whl first"
+    )
     args = parser.parse_args(argv)
     if args.list:
-        print("\n".join(f"{p.name:15} {p.title}" for p in PARTS.values()))
+        print("\n".join(describe(p) for p in PARTS.values()))
         sys.exit(0)
     names = list(PARTS) if args.parts == "all" else [n.strip() for n in args.parts.split(",")]
     unknown = [name for name in names if name not in PARTS]
@@ -389,8 +397,25 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def describe(part: Part) -> str:
+    return f"  {part.name:15} ({part.weight:g}) {part.title}"
+
+
+def install_wheels(folder: str) -> None:
+    """pip-install every wheel in ``folder`` into this environment, offline."""
+    wheels = sorted(str(path) for path in Path(folder).glob("*.whl"))
+    if not wheels:
+        raise SystemExit(f"--install-wheels {folder}: no wheel there")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", *wheels]
+    done = harness.run_child(command, fresh_caches=False, timeout=300)
+    if done.returncode:
+        raise SystemExit(f"installing {', '.join(wheels)} failed:\n{done.output}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.install_wheels:
+        install_wheels(args.install_wheels)
     session = Session(args)
 
     def stop(signum: int, frame: object) -> None:

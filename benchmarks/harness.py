@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -290,7 +291,7 @@ def pytest_lines(result: ChildResult) -> list[str]:
     lines = [
         f"Result: **{pytest_summary(result.output)}** ({result.status}).",
         "",
-        f"Command: `{' '.join(['python', *result.command[1:]])}`",
+        f"Command: `{shlex.join(['python', *result.command[1:]])}`",
     ]
     if listed:
         lines += ["", "Failures, errors and skips:", "", "```", *listed, "```"]
