@@ -53,7 +53,12 @@ def device_tag(device: str) -> str:
 
     if device != "cuda" or not torch.cuda.is_available():
         return "cpu"
-    words = re.findall(r"[A-Za-z0-9]+", torch.cuda.get_device_name(0))
+    return gpu_tag(torch.cuda.get_device_name(0))
+
+
+def gpu_tag(name: str) -> str:
+    """The model in a GPU's name: its first word with a digit (``NVIDIA H200``: ``h200``)."""
+    words = re.findall(r"[A-Za-z0-9]+", name)
     return next((word.lower() for word in words if re.search(r"\d", word)), "gpu")
 
 

@@ -104,3 +104,23 @@ def test_report_is_on_disk_after_every_step(tmp_path):
     assert path.read_text().endswith("- header\n\n| a | 1 |\n")
     report.replace(["done"])
     assert path.read_text() == "# A run\n\n- header\n\ndone\n"
+
+
+def test_result_files_are_named_by_the_gpu_model():
+    assert harness.gpu_tag("NVIDIA H200") == "h200"
+    assert harness.gpu_tag("NVIDIA A100-SXM4-80GB") == "a100"
+    assert harness.gpu_tag("NVIDIA GeForce RTX 4090") == "4090"
+
+
+def test_parts_spread_over_gpus_by_weight_each_lane_in_the_given_order():
+    from benchmarks.gpu import PARTS, lanes_for
+
+    parts = [PARTS[name] for name in ("tests", "caches", "data-dependent", "warm-start")]
+    # Weights 4, 3, 9, 5: data-dependent, then warm-start and tests beside it, then
+    # caches on the lighter lane (9 against 9: the first).
+    lanes = lanes_for(parts, 2)
+    assert [[p.name for p in lane] for lane in lanes] == [
+        ["caches", "data-dependent"],
+        ["tests", "warm-start"],
+    ]
+    assert lanes_for(parts, 1) == [parts]
