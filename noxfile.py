@@ -2,15 +2,21 @@
 
     nox -s tests             # every release
     nox -s "tests(torch='2.15.0')"
-    python benchmarks/test_matrix.py   # every release, then a markdown report
+    nox -s "tests(torch='2.13.0+cpu')"   # a CPU build, as a user installs it
+    python -m benchmarks.test_matrix     # every release, then a markdown report
 
 Each session is a fresh virtual environment with that release's CPU-runnable
-wheel, the Triton release that torch pins, and this package with its test extra.
-PyPI's Linux wheels of torch are CUDA builds, which run on CPU; torch 2.13.0 also
-comes as a CPU build, which pins no Triton.
+wheel, the Triton that a user's pip installs beside it, and this package with
+its test extra. PyPI's Linux wheels of torch are CUDA builds, which run on CPU
+and pin their Triton (``RELEASES``). CPU builds (``CPU_BUILDS``, from the PyTorch
+CPU index, ``TORCH_CPU_INDEX``) pin none: there pip takes the newest Triton that
+the package's own requirement admits (``triton>=3.6,<3.10`` in pyproject.toml,
+the range of the pins below), and so does the session.
 """
 
 from __future__ import annotations
+
+import os
 
 import nox
 
@@ -23,6 +29,13 @@ RELEASES = {
     "2.14.1": "3.8.0",
     "2.15.0": "3.9.0",
 }
+
+#: CPU builds of torch, which pin no Triton; tested with what pip picks for them.
+CPU_BUILDS = ("2.13.0+cpu",)
+
+#: Where pip finds the CPU builds (set it empty where they are found otherwise, such
+#: as in a wheel folder that pip's configuration names).
+CPU_INDEX = os.environ.get("TORCH_CPU_INDEX", "https://download.pytorch.org/whl/cpu")
 
 OLDEST = min(RELEASES, key=lambda v: tuple(map(int, v.split("."))))
 
@@ -41,11 +54,16 @@ PIP_ENV = {"PIP_CONSTRAINT": "/dev/null"}
 
 
 @nox.session(python="3.11")
-@nox.parametrize("torch", list(RELEASES))
+@nox.parametrize("torch", [*RELEASES, *CPU_BUILDS])
 def tests(session: nox.Session, torch: str) -> None:
     """Install one torch release and run the test suite on it."""
     torchvision = [f"torchvision=={TORCHVISION[torch]}"] if torch in TORCHVISION else []
-    session.install(f"torch=={torch}", f"triton=={RELEASES[torch]}", *torchvision, env=PIP_ENV)
+    if torch in CPU_BUILDS:
+        # No Triton named: the package's requirement decides, as for a user.
+        index = ["--extra-index-url", CPU_INDEX] if CPU_INDEX else []
+        session.install(f"torch=={torch}", *index, env=PIP_ENV)
+    else:
+        session.install(f"torch=={torch}", f"triton=={RELEASES[torch]}", *torchvision, env=PIP_ENV)
     extras = "test,models" if torchvision else "test"
     session.install("-e", f".[{extras}]", env=PIP_ENV)
     session.run(

@@ -21,27 +21,29 @@ Cold: one fresh process (and cache dirs) per (program, backend): compile plus
 first call, synchronised. New sizes: in that process, the first call on the
 second input, and the Triton compiles during it.
 
-    python benchmarks/data_dependent.py --out benchmarks/results/DATE-h200.md
+    python -m benchmarks.data_dependent --out benchmarks/results/DATE-h200-data-dependent.md
+    python -m benchmarks.data_dependent --device cpu --quick   # a smoke run
+
+``--budget-s`` bounds the whole run: the steady state first (the main result),
+then the cold runs; what did not fit is listed as not measured. The report is
+written after every program, so a run stopped early keeps what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import math
 import os
-import platform
 import random
-import subprocess
 import sys
-import tempfile
 import time
 import types
+from collections.abc import Callable
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from benchmarks import harness
 
 BACKENDS = ("eager", "python", "upstream-fx", "fx-graph", "fx")
 COMPILED = BACKENDS[1:]
@@ -175,24 +177,12 @@ def run_cold(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     }
 
 
-def cold_in_fresh_process(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(
-            os.environ,
-            TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
-            TRITON_CACHE_DIR=os.path.join(cache, "triton"),
-        )
-        command = [sys.executable, __file__, "--cold-one", name, backend, "--device", device]
-        command += ["--n", str(n)]
-        try:
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            return {"ok": False, "error": "timed out after 300 s"}
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-    return {"ok": False, "error": tail[0][:160]}
+def cold_in_fresh_process(
+    name: str, backend: str, device: str, n: int, timeout: float = 300
+) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.data_dependent", "--cold-one", name, backend]
+    command += ["--device", device, "--n", str(n)]
+    return harness.last_json(harness.run_child(command, fresh_caches=True, timeout=timeout))
 
 
 # Statistics.
@@ -245,8 +235,17 @@ def geomean_interval(entries: list[dict[str, Any]]) -> tuple[float, float] | Non
 # Steady state.
 
 
-def steady_state(args: argparse.Namespace, programs: list[Any]) -> tuple[dict, int]:
-    """Per program: medians (ms) per backend and paired ratios with intervals."""
+def steady_state(
+    args: argparse.Namespace,
+    programs: list[Any],
+    deadline: float,
+    measured: Callable[[dict, int], None],
+) -> tuple[dict, int]:
+    """Per program: medians (ms) per backend and paired ratios with intervals.
+
+    No program starts after ``deadline`` (``time.monotonic()``); ``measured`` gets
+    the results so far after each program.
+    """
     from inductor_fx_unbacked.demo.programs import same, synchronize
 
     setup()
@@ -254,6 +253,8 @@ def steady_state(args: argparse.Namespace, programs: list[Any]) -> tuple[dict, i
     counter = TritonCompileCounter()
     runtime_compiles = 0
     for program in programs:
+        if time.monotonic() > deadline:
+            break
         first, second = program.inputs(
             args.device, program_size(program.name, args.n, args.heavy_n)
         )
@@ -316,6 +317,7 @@ def steady_state(args: argparse.Namespace, programs: list[Any]) -> tuple[dict, i
             for name, r in entry["ratios"].items()
         }
         print(program.name, samples, json.dumps(summary), flush=True)
+        measured(results, runtime_compiles)
     return results, runtime_compiles
 
 
@@ -347,28 +349,13 @@ def paired_ratios(
 # The report.
 
 
-def device_name(device: str) -> str:
-    import torch
-
-    if device == "cuda":
-        return torch.cuda.get_device_name()
-    return platform.processor() or platform.machine() or "unknown CPU"
+TITLE = "Data-dependent programs: FX backend vs Inductor's Python wrapper"
 
 
-def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: int) -> str:
-    import torch
-    import triton
-
-    programs = selected_programs(args)
-    light = [p for p in programs if not p.name.startswith("H")]
-    heavy = [p for p in programs if p.name.startswith("H")]
+def method_lines(args: argparse.Namespace) -> list[str]:
+    """What the report's numbers are: inputs, backends, how the steady state is sampled."""
     backends = list(args.backends)
     lines = [
-        "# Data-dependent programs: FX backend vs Inductor's Python wrapper",
-        "",
-        f"- Date: {datetime.date.today().isoformat()}; device: {device_name(args.device)} "
-        f"({args.device}); torch {torch.__version__}, Triton {triton.__version__}, "
-        f"Python {platform.python_version()}.",
         f"- Inputs of {args.n} elements (P8: {args.n // 5}); heavy programs {args.heavy_n}.",
         "- Backends: `eager`; `python` (Inductor's Python wrapper, default config); `fx` "
         "(this package, default config, lowered runner)"
@@ -392,6 +379,20 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
             "**On CPU the ratios mean nothing**: the FX backends run Triton kernels in Triton's "
             "interpreter, the Python wrapper runs C++ kernels. Only a GPU run compares them.",
         ]
+    return lines
+
+
+def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: int) -> list[str]:
+    """The report's tables and closing lines over the programs measured so far."""
+    selected = selected_programs(args)
+    programs = [p for p in selected if p.name in steady or p.name in cold]
+    not_measured = [p.name for p in selected if p not in programs]
+    light = [p for p in programs if not p.name.startswith("H")]
+    heavy = [p for p in programs if p.name.startswith("H")]
+    backends = list(args.backends)
+    lines = []
+    if not_measured:
+        lines += [f"Not measured (past the time budget): {', '.join(not_measured)}.", ""]
     failures = 0
 
     def steady_table(selection: list[Any]) -> tuple[list[str], list[dict], list[dict]]:
@@ -429,11 +430,13 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
             )
         return table, over_python, over_eager
 
-    light_table, light_over_python, light_over_eager = steady_table(light)
+    light_table, light_over_python, light_over_eager = steady_table(
+        [p for p in light if p.name in steady]
+    )
     lines += ["", "## Steady state", "", *light_table]
     heavy_over_python: list[dict] = []
     if heavy:
-        heavy_table, heavy_over_python, _ = steady_table(heavy)
+        heavy_table, heavy_over_python, _ = steady_table([p for p in heavy if p.name in steady])
         lines += [
             "",
             "## Heavy programs, steady state",
@@ -529,7 +532,7 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
         geomean_line("geomean_steady_fx_over_eager", light_over_eager),
         f"runtime_triton_compiles: {steady_compiles + cold_compiles}",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def ratio_text(r: dict | None) -> str:
@@ -601,6 +604,16 @@ def main() -> int:
     )
     parser.add_argument("--out", default=None, help="write the markdown report to this file")
     parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds for the whole run: the steady state gets 60%% when cold runs follow; "
+        "no program starts past its share",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: P1 (unless --programs), tiny sizes"
+    )
+    parser.add_argument(
         "--cold-one",
         nargs=2,
         metavar=("PROGRAM", "BACKEND"),
@@ -613,40 +626,56 @@ def main() -> int:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.quick:
+        args.programs = args.programs or ["P1"]
+        args.n, args.heavy_n = 1000, 1 << 16
+        args.min_samples, args.max_samples, args.seconds = 5, 20, 1.0
 
     if args.cold_one:
         name, backend = args.cold_one
         print(json.dumps(run_cold(name, backend, args.device, args.n)))
         return 0
 
-    started = time.perf_counter()
+    started = time.monotonic()
+    deadline = started + (args.budget_s if args.budget_s is not None else math.inf)
     programs = selected_programs(args)
     cold: dict[str, dict[str, Any]] = {}
+    steady: dict[str, dict[str, Any]] = {}
+    steady_compiles = 0
+    out = harness.Report(
+        args.out, TITLE, harness.environment_lines(args.device, *method_lines(args))
+    )
+
+    def measured(steady_so_far: dict, compiles: int) -> None:
+        out.replace(report(args, cold, steady_so_far, compiles))
+
+    if args.skip_cold and args.cold_json:
+        with open(args.cold_json) as f:
+            selected = {p.name for p in programs}
+            cold.update((name, row) for name, row in json.load(f).items() if name in selected)
+    if not args.cold_only:
+        cold_follows = not args.skip_cold
+        steady_deadline = started + (deadline - started) * (0.6 if cold_follows else 1.0)
+        steady, steady_compiles = steady_state(args, programs, steady_deadline, measured)
     if not args.skip_cold:
         for program in programs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             size = program_size(program.name, args.n, args.heavy_n)
             for backend in args.cold_backends:
-                entry = cold_in_fresh_process(program.name, backend, args.device, size)
+                entry = cold_in_fresh_process(
+                    program.name, backend, args.device, size, timeout=min(300, max(left, 1))
+                )
                 cold.setdefault(program.name, {})[backend] = entry
             print(program.name, json.dumps(cold[program.name]), flush=True)
-        print(f"cold runs took {time.perf_counter() - started:.0f} s", flush=True)
+            measured(steady, steady_compiles)
         if args.cold_json:
             with open(args.cold_json, "w") as f:
                 json.dump(cold, f)
-        if args.cold_only:
-            return 0
-    elif args.cold_json:
-        with open(args.cold_json) as f:
-            cold = {name: row for name, row in json.load(f).items()}
-        selected = {p.name for p in programs}
-        cold = {name: row for name, row in cold.items() if name in selected}
-    steady, steady_compiles = steady_state(args, programs)
-    text = report(args, cold, steady, steady_compiles)
-    print(text)
-    print(f"took {time.perf_counter() - started:.0f} s", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    measured(steady, steady_compiles)
+    print(out.text)
+    print(f"took {time.monotonic() - started:.0f} s", flush=True)
     return 0
 
 

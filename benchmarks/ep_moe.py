@@ -3,7 +3,8 @@
 One command spawns the ranks itself (NCCL, one process per GPU), and writes
 markdown to ``--out``:
 
-    python benchmarks/ep_moe.py --out benchmarks/results/DATE-h200x2-ep-moe.md --with-tests
+    python -m benchmarks.ep_moe --out benchmarks/results/DATE-h200-ep-moe.md --with-tests
+    python -m benchmarks.ep_moe --device cpu --quick --out /tmp/ep-moe.md   # a smoke run
 
 ``--with-tests`` first runs the correctness tests on the GPUs
 (``pytest test/distributed/test_ep_moe.py -k cuda``) and puts their result in
@@ -29,17 +30,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import types
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import harness
 
 BACKENDS = ("eager", "python", "fx")
 WORLD_SIZE = 2
@@ -170,58 +168,13 @@ def rank_main(rank, world_size, init_method, options, out_dir):
         (out_dir / "result.json").write_text(json.dumps(result))
 
 
-def run_tests(timeout: float) -> tuple[str, str]:
-    """``pytest test/distributed/test_ep_moe.py -k cuda``: (summary line, details)."""
-    started = time.perf_counter()
-    command = [sys.executable, "-m", "pytest", "-q", "-rA", "test/distributed/test_ep_moe.py"]
-    try:
-        process = subprocess.run(
-            [*command, "-k", "cuda"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            # The test kills its ranks first, so that none outlives pytest.
-            env={**os.environ, "EP_MOE_TEST_DEADLINE_S": str(max(30.0, timeout - 30))},
-        )
-    except subprocess.TimeoutExpired as e:
-        output = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else ""
-        return f"exit status timeout: killed after {timeout:.0f} s", output[-4000:]
-    lines = (process.stdout + process.stderr).strip().splitlines()
-    results = [line for line in lines if line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED"))]
-    elapsed = time.perf_counter() - started
-    summary = f"exit status {process.returncode}, {elapsed:.0f} s: {lines[-1] if lines else ''}"
-    return summary, "\n".join(results if process.returncode == 0 else lines[-60:])
-
-
-def versions(device_type: str) -> dict[str, str]:
-    import torch
-    import triton
-
-    cuda = device_type == "cuda"
-    return {
-        "date": datetime.date.today().isoformat(),
-        "gpu": f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
-        if cuda
-        else "none (CPU smoke run: gloo, Triton's interpreter)",
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": str(torch.version.cuda),
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else "-",
-        "python": platform.python_version(),
-    }
-
-
-def report(options, result, tests, info) -> str:
+def report_lines(options: dict, result: dict) -> list[str]:
+    """The measurement: the layer, the exchange, per-backend step times and errors."""
     tokens = WORLD_SIZE * options["tokens"]
     median = {b: statistics.median(result["rounds"][b]) for b in BACKENDS}
-    ratio = median["fx"] / median["python"]
     lines = [
-        "# Expert-parallel MoE, 2 ranks: eager vs Python wrapper vs FX backend",
+        "## Steps",
         "",
-        f"- Date: {info['date']}. GPUs: {info['gpu']}; torch {info['torch']}, Triton "
-        f"{info['triton']}, CUDA {info['cuda']}, NCCL {info['nccl']}, Python {info['python']}.",
-        "- Command: `python benchmarks/ep_moe.py " + " ".join(sys.argv[1:]) + "`",
         f"- Layer: `ExpertParallelMoE`, {options['tokens']} tokens per rank, dim "
         f"{options['dim']}, hidden {options['hidden']}, {options['experts_per_rank']} experts "
         f"per rank, top-{options['top_k']}, float32, "
@@ -243,16 +196,13 @@ def report(options, result, tests, info) -> str:
             f"{rounds} | {result['compile_s'][backend]:.1f} | "
             f"{result['max_error'][backend]:.2e} |"
         )
-    lines += [
+    return [
+        *lines,
         "",
-        f"ep_moe_fx_over_python_wrapper: {ratio:.2f}",
+        f"ep_moe_fx_over_python_wrapper: {median['fx'] / median['python']:.2f}",
         f"ep_moe_ranks: {WORLD_SIZE}",
         f"ep_moe_fx_over_eager: {median['fx'] / median['eager']:.2f}",
     ]
-    if tests is not None:
-        lines += ["", "## Correctness tests on the GPUs (NCCL)", "", tests[0], "", "```"]
-        lines += [tests[1], "```"]
-    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -272,7 +222,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=240, help="seconds for the ranks")
     parser.add_argument("--tests-timeout", type=float, default=200, help="seconds for pytest")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: a tiny layer, 2 steps")
     args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.dim, args.hidden, args.inputs = 64, 16, 32, 2
+        args.iters, args.rounds = 2, 1
 
     import torch
 
@@ -283,9 +237,25 @@ def main() -> int:
         return 2
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # for the spawned ranks
-    tests = run_tests(args.tests_timeout) if args.with_tests else None
-    if tests is not None:
-        print(tests[0], flush=True)
+    gpus = f"{torch.cuda.device_count()} GPUs" if args.device == "cuda" else "CPU, gloo"
+    out = harness.Report(
+        args.out,
+        f"Expert-parallel MoE, {WORLD_SIZE} ranks: eager vs Python wrapper vs FX backend",
+        harness.environment_lines(args.device, f"- Ranks: {WORLD_SIZE} ({gpus})."),
+    )
+    tests_ok = True
+    if args.with_tests:
+        # The test kills its ranks first, so that none outlives pytest.
+        deadline = str(max(30.0, args.tests_timeout - 30))
+        tests = harness.run_pytest(
+            ["test/distributed/test_ep_moe.py", "-k", args.device],
+            timeout=args.tests_timeout,
+            env={**os.environ, "EP_MOE_TEST_DEADLINE_S": deadline},
+        )
+        tests_ok = tests.returncode == 0 and not tests.timed_out
+        out.add(f"## Correctness tests ({'NCCL' if args.device == 'cuda' else 'gloo'})", "")
+        out.add(*harness.pytest_lines(tests), "")
+        print(harness.pytest_summary(tests.output), flush=True)
     options = {
         name: getattr(args, name)
         for name in ("tokens", "dim", "hidden", "experts_per_rank", "top_k", "inputs", "device")
@@ -295,11 +265,9 @@ def main() -> int:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor-cache"))
         spawn_ranks(rank_main, WORLD_SIZE, (options, Path(tmp)), timeout=args.timeout)
         result = json.loads((Path(tmp) / "result.json").read_text())
-    text = report(options, result, tests, versions(args.device))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
-    return 0 if tests is None or tests[0].startswith("exit status 0") else 1
+    out.add(*report_lines(options, result))
+    print(out.text)
+    return 0 if tests_ok else 1
 
 
 if __name__ == "__main__":

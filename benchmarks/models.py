@@ -16,12 +16,13 @@ wrapper under ``cpu_backend="triton"``), so the two differ only in the wrapper.
 The interpreter has no ``libdevice``; a case that needs it is reported as
 ``needs GPU`` and not counted as passed.
 
-    python benchmarks/models.py --device cuda --out benchmarks/results/DATE-h200-models.md
-    python benchmarks/models.py --device cuda --budget 200 --cases mixtral_forward,...  # in order
-    python benchmarks/models.py --device cpu --cases mixtral_moe_block,batched_nms  # a subset
+    python -m benchmarks.models --device cuda --out benchmarks/results/DATE-h200-models.md
+    python -m benchmarks.models --device cuda --budget 200 --cases mixtral_forward,...  # in order
+    python -m benchmarks.models --device cpu --cases mixtral_moe_block,batched_nms  # a subset
+    python -m benchmarks.models --device cpu --quick  # a smoke run: one small case
     # parts run apart (two GPUs, two calls), then one report:
-    python benchmarks/models.py --cases A,B --json part1.json; ... --cases C --json part2.json
-    python benchmarks/models.py --merge part1.json part2.json --out report.md
+    python -m benchmarks.models --cases A,B --json part1.json; ... --cases C --json part2.json
+    python -m benchmarks.models --merge part1.json part2.json --out report.md
 
 The report ends with ``models_cases: <m>``, ``models_python_wrapper_passed: <p>``,
 ``models_fx_passed: <n>``, ``models_needs_gpu: <g>``,
@@ -33,20 +34,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime
 import importlib.util
 import os
-import platform
 import re
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks import harness
 
 #: The libraries of the sweep, by import name (the ``models`` extra installs them).
 LIBRARIES = ("transformers", "torchvision", "torch_geometric")
@@ -54,8 +51,8 @@ LIBRARIES = ("transformers", "torchvision", "torch_geometric")
 RTOL = ATOL = 1e-4
 
 
-def missing_libraries() -> list[str]:
-    return [name for name in LIBRARIES if importlib.util.find_spec(name) is None]
+def missing_libraries(libraries: Iterable[str] = LIBRARIES) -> list[str]:
+    return sorted(name for name in libraries if importlib.util.find_spec(name) is None)
 
 
 @dataclasses.dataclass
@@ -566,25 +563,27 @@ def run_case(case: Case, device: str, try_all: bool = False) -> list[tuple[bool,
     return rows
 
 
+TITLE = "Model sweep: real-library data-dependent code through the FX backend"
+
+
+def method_lines(device: str) -> list[str]:
+    return [
+        "- Each case: `torch.compile(fn, dynamic=D)` (fullgraph=False, Dynamo's capture flags "
+        "on), compared with eager on two inputs with different data-dependent sizes"
+        + ("; CPU: `use_fast_math` (exp through tl.math)." if device == "cpu" else "."),
+    ]
+
+
 def report(
     results: list[tuple[Case, bool, Outcome, Outcome]],
-    device: str,
     seconds: float,
     not_run: list[str] | None = None,
     runs: int = 1,
-    environment: list[str] | None = None,
-) -> str:
-    """The markdown report; ``environment`` (where and with what the cases ran) is
-    this process's unless given (a merge of runs made elsewhere)."""
+) -> list[str]:
+    """The report's table and closing lines."""
     lines = [
-        f"# Model sweep ({datetime.date.today().isoformat()})",
-        "",
-        *(environment or describe_environment(device)),
-        "- each case: `torch.compile(fn, dynamic=D)` (fullgraph=False, Dynamo's capture flags on), "
-        "compared with eager on two inputs with different data-dependent sizes"
-        + ("; CPU: `use_fast_math` (exp through tl.math)" if device == "cpu" else ""),
-        f"- wall time: {seconds:.0f} s"
-        + (f", summed over the {runs} runs merged into this report" if runs > 1 else ""),
+        f"Wall time: {seconds:.0f} s"
+        + (f", summed over the {runs} runs merged into this report." if runs > 1 else "."),
         "",
         "| case | library | dynamic | graph breaks | FX graphs | unbacked definitions FX "
         "| unbacked definitions Python wrapper | FX backend | Python wrapper | FX s | Python s |",
@@ -619,7 +618,7 @@ def report(
         f"models_unbacked_definitions_differ: {differing}",
         f"models_not_run: {2 * len(not_run or [])}",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 @contextlib.contextmanager
@@ -664,6 +663,7 @@ def main() -> int:
     parser.add_argument(
         "--merge", nargs="+", default=None, help="JSON files of earlier runs: write one report"
     )
+    parser.add_argument("--quick", action="store_true", help="a smoke run: one small case")
     args = parser.parse_args()
     if args.merge:
         return merge(args.merge, args.out)
@@ -673,17 +673,22 @@ def main() -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    missing = missing_libraries()
-    if missing:
-        print(f"models.py needs {', '.join(missing)}: pip install -e '.[models]'", file=sys.stderr)
-        return 2
     by_name = {case.name: case for case in CASES}
     names = args.cases.split(",") if args.cases else list(by_name)
+    if args.quick and not args.cases:
+        names = ["batched_nms"]
     unknown = [name for name in names if name not in by_name]
     if unknown:
         print(f"unknown cases: {', '.join(unknown)}", file=sys.stderr)
         return 2
+    missing = missing_libraries({by_name[name].library for name in names})
+    if missing:
+        print(f"models needs {', '.join(missing)}: pip install -e '.[models]'", file=sys.stderr)
+        return 2
 
+    out = harness.Report(
+        args.out, TITLE, harness.environment_lines(device, *library_lines(), *method_lines(device))
+    )
     start = time.perf_counter()
     results: list[tuple[Case, bool, Outcome, Outcome]] = []
     not_run: list[str] = []
@@ -701,31 +706,27 @@ def main() -> int:
                 f"({fx.seconds:.1f} s), python {python.status} {python.detail}",
                 flush=True,
             )
-        # After each case, so that a run stopped early keeps its rows.
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(report(results, device, time.perf_counter() - start, not_run))
+        out.replace(report(results, time.perf_counter() - start, not_run))
         if args.json:
             write_json(args.json, results, device, time.perf_counter() - start, not_run)
-    text = report(results, device, time.perf_counter() - start, not_run)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    out.replace(report(results, time.perf_counter() - start, not_run))
+    print(out.text)
     return 0
 
 
-def describe_environment(device: str) -> list[str]:
-    import torch
-    import triton
+def library_lines() -> list[str]:
+    versions = ", ".join(
+        f"{name} {__import__(name).__version__}"
+        for name in LIBRARIES
+        if importlib.util.find_spec(name) is not None
+    )
+    return [f"- Libraries: {versions or 'none installed'}."]
 
-    versions = {name: __import__(name).__version__ for name in LIBRARIES}
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "none (CPU, Triton interpreter)"
-    return [
-        f"- device: {device}; GPU: {gpu}; host: {platform.node()}",
-        f"- torch {torch.__version__}, Triton {triton.__version__}, "
-        + ", ".join(f"{k} {v}" for k, v in versions.items()),
-    ]
+
+def describe_environment(device: str) -> list[str]:
+    """Where and with what the cases ran, alike for every run of one machine and commit
+    (``--merge`` checks that the runs it merges agree)."""
+    return [*harness.versions_lines(device), *library_lines()]
 
 
 def write_json(
@@ -780,13 +781,11 @@ def merge(paths: list[str], out: str | None) -> int:
     not_run = [name for name in dict.fromkeys(not_run) if name not in ran]
     order = {case.name: i for i, case in enumerate(CASES)}
     results = sorted(rows.values(), key=lambda r: (order[r[0].name], r[1]))
-    text = report(
-        results, devices.pop(), seconds, not_run, runs=len(paths), environment=[*environments.pop()]
-    )
-    print(text)
-    if out:
-        with open(out, "w") as f:
-            f.write(text)
+    device = devices.pop()
+    header = [*environments.pop(), f"- Merged from {', '.join(paths)}.", *method_lines(device)]
+    merged = harness.Report(out, TITLE, header)
+    merged.replace(report(results, seconds, not_run, runs=len(paths)))
+    print(merged.text)
     return 0
 
 

@@ -23,7 +23,8 @@ folder first (``.upstream/`` is listed in ``.git/info/exclude``)::
 
 The file imports ``torch.testing._internal``, which needs ``expecttest``.
 
-    python benchmarks/upstream_suite.py --suite-dir .upstream --out results.md
+    python -m benchmarks.upstream_suite --out benchmarks/results/DATE-h200-upstream-suite.md
+    python -m benchmarks.upstream_suite --device cpu -k test_basic --runs overlay-own --out r.md
 
 Runs (``--runs``; a name may repeat; all at once unless ``--jobs`` says
 otherwise, one GPU each where there are several, all within ``--budget-s``):
@@ -39,19 +40,17 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
-import datetime
 import json
 import os
-import platform
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFTEST = os.path.join(ROOT, "benchmarks", "upstream_suite_conftest.py")
+from benchmarks import harness
+
+CONFTEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "upstream_suite_conftest.py")
 TEST_FILE = "test_fxir_backend.py"
 DEFAULT_CONFIG_FILE = "test_fxir_backend_default_config.py"
 RUNS = {
@@ -65,7 +64,7 @@ WATCHED = ("test_backward", "test_extern")
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite-dir", default=os.path.join(ROOT, ".upstream"))
+    parser.add_argument("--suite-dir", default=str(harness.ROOT / ".upstream"))
     parser.add_argument("--out", required=True, help="markdown report to write")
     parser.add_argument(
         "--runs",
@@ -74,7 +73,12 @@ def main() -> int:
     )
     parser.add_argument("--budget-s", type=float, default=225.0, help="all runs together")
     parser.add_argument("--jobs", type=int, default=0, help="runs at a time (default: all at once)")
-    parser.add_argument("--cpu", action="store_true", help="the CPU harness (FXU_CPU=1)")
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: the same file through Triton's interpreter (FXU_CPU=1), to check the harness",
+    )
     parser.add_argument("-k", default=None, help="pytest -k expression, for a subset")
     args = parser.parse_args()
 
@@ -101,18 +105,22 @@ def main() -> int:
         left = deadline - time.monotonic()
         if left < 20:
             return {"name": labels[index], "skipped": f"budget spent ({args.budget_s:.0f} s)"}
-        gpu = str(index % gpus) if gpus > 1 and not args.cpu else None
-        result = run_suite(name, suite_dir, left, args.cpu, args.k, gpu)
+        cpu = args.device == "cpu"
+        gpu = str(index % gpus) if gpus > 1 and not cpu else None
+        result = run_suite(name, suite_dir, left, cpu, args.k, gpu)
         return result | {"name": labels[index]}
 
+    out = harness.Report(
+        args.out, TITLE, harness.environment_lines(args.device, *method_lines(args))
+    )
     jobs = args.jobs or len(runs)
+    finished: dict[int, dict] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(launch, range(len(runs)), runs))
-    report = render(results, args)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(report)
-    print(report)
+        futures = {pool.submit(launch, i, name): i for i, name in enumerate(runs)}
+        for future in concurrent.futures.as_completed(futures):
+            finished[futures[future]] = future.result()
+            out.replace(render([finished[i] for i in sorted(finished)]))
+    print(out.text)
     return 0
 
 
@@ -142,13 +150,11 @@ def run_suite(
     results = os.path.join(work, "results.jsonl")
     record = os.path.join(work, "generate.jsonl")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, suite_dir, *filter(None, [env.get("PYTHONPATH")])])
     env.update(
         FXU_OVERLAY="1" if overlay else "0",
         FXU_RECORD=record,
         FXU_RESULTS=results,
         FXU_CPU="1" if cpu else "0",
-        TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor-cache"),
     )
     if not cpu:
         env.pop("TRITON_INTERPRET", None)
@@ -157,32 +163,18 @@ def run_suite(
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", test_file]
     if keyword:
         command += ["-k", keyword]
-    start = time.monotonic()
-    try:
-        completed = subprocess.run(
-            command, cwd=suite_dir, env=env, capture_output=True, text=True, timeout=timeout
-        )
-        output, timed_out = completed.stdout + completed.stderr, False
-    except subprocess.TimeoutExpired as e:
-        output, timed_out = _text(e.stdout) + _text(e.stderr), True
-    seconds = time.monotonic() - start
+    child = harness.run_child(command, cwd=suite_dir, env=env, timeout=timeout)
     return {
         "name": name,
         "gpu": gpu,
         "overlay": overlay,
         "file": test_file,
-        "seconds": seconds,
-        "timed_out": timed_out,
+        "seconds": child.seconds,
+        "timed_out": child.timed_out,
         "cases": read_outcomes(results),
         "calls": read_jsonl(record),
-        "tail": "\n".join(output.splitlines()[-15:]),
+        "tail": "\n".join(child.tail(15)),
     }
-
-
-def _text(stream: bytes | str | None) -> str:
-    if isinstance(stream, bytes):
-        return stream.decode(errors="replace")
-    return stream or ""
 
 
 def read_jsonl(path: str) -> list[dict]:
@@ -207,27 +199,23 @@ def read_outcomes(path: str) -> list[dict]:
     return list(cases.values())
 
 
-def render(results: list[dict], args: argparse.Namespace) -> str:
-    import torch
+TITLE = "Upstream's test_fxir_backend.py with the overlay"
 
-    try:
-        import triton
 
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = "not installed"
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
-    lines = [
-        "# Upstream's test_fxir_backend.py with the overlay",
-        "",
-        f"- Date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"- Device: {device}{' (CPU harness, Triton interpreter)' if args.cpu else ''}",
-        f"- torch {torch.__version__}, Triton {triton_version}, Python {platform.python_version()}",
+def method_lines(args: argparse.Namespace) -> list[str]:
+    return [
         f"- Suite: `{os.path.join(args.suite_dir, TEST_FILE)}`"
-        + (f", `-k {args.k}`" if args.k else ""),
+        + (f", `-k {args.k}`" if args.k else "")
+        + (" on CPU (Triton's interpreter, to check the harness)" if args.device == "cpu" else "")
+        + ".",
         "- Caches on (upstream's `InductorTestCase`: FX graph cache and AOTAutograd cache, "
         "a fresh cache dir per test).",
-        "",
+    ]
+
+
+def render(results: list[dict]) -> list[str]:
+    """The table of the runs finished so far, then each run's failures and generate calls."""
+    lines = [
         "| run | overlay | config | passed | failed | errors | skipped | seconds |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -291,7 +279,7 @@ def render(results: list[dict], args: argparse.Namespace) -> str:
             key = result["name"].replace("-", "_")
             lines.append(f"upstream_suite_{key}_passed: {counts['passed']}")
             lines.append(f"upstream_suite_{key}_failed: {counts['failed'] + counts['error']}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ if _RECORD:
 
 
 if CPU:
-    from inductor_fx_unbacked.api import InterpreterFxWrapperCodegen
+    from inductor_fx_unbacked.integration.backend import InterpreterFxWrapperCodegen
     from inductor_fx_unbacked.integration.cpu_mode import interpreter_driver, require_interpreter
 
     require_interpreter()

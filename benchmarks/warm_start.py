@@ -12,7 +12,11 @@ processes run a few at a time; warm ones run one at a time, so that their
 timings do not share the machine, ``--repeat`` times each (the backends taking
 turns), and the median counts.
 
-    python benchmarks/warm_start.py --out benchmarks/results/DATE-warm-start.md
+    python -m benchmarks.warm_start --out benchmarks/results/DATE-h200-warm-start.md
+    python -m benchmarks.warm_start --device cpu --quick   # a smoke run
+
+``--budget-s`` bounds the run: no warm process starts past it, and the report,
+written after every process, says over how many warm processes each median is.
 
 The report ends with ``geomean_warm_fx_recording_over_python_wrapper: <y>`` and
 ``geomean_warm_fx_over_python_wrapper: <x>``.
@@ -23,18 +27,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
-import datetime
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks import harness
+from benchmarks.data_dependent import backend_context, compiled_fn, setup
 
 BACKENDS = ("python", "fx")
 #: Warm runs: the two backends as users run them (nothing records the FX graphs),
@@ -45,7 +47,6 @@ WARM_RUNS = ("python", "fx", "fx-recording")
 def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     """In this process: compile and call once with the caches as the environment has them."""
     import torch
-    from data_dependent import backend_context, compiled_fn, setup
     from torch._dynamo.utils import counters
 
     import inductor_fx_unbacked as ifx
@@ -57,7 +58,7 @@ def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     # wrapper would import them inside its first compile).
     import torch._inductor.compile_fx  # noqa: F401
 
-    import inductor_fx_unbacked.api  # noqa: F401
+    import inductor_fx_unbacked.integration.backend  # noqa: F401
 
     program = BY_NAME[name]
     first, _ = program.inputs(device, n)
@@ -87,27 +88,22 @@ def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     }
 
 
-def in_process(name: str, backend: str, device: str, n: int, cache: str) -> dict[str, Any]:
+def in_process(
+    name: str, backend: str, device: str, n: int, cache: str, timeout: float = 300
+) -> dict[str, Any]:
+    """One process with the cache dirs under ``cache`` (warm when an earlier one filled them)."""
     env = dict(
         os.environ,
         TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
         TRITON_CACHE_DIR=os.path.join(cache, "triton"),
     )
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
-    command = [sys.executable, __file__, "--one", name, backend, "--device", device, "--n", str(n)]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": "timed out after 300 s"}
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            result = json.loads(line)
-            print(
-                f"{name} {backend}: {result.get('seconds', 0):.2f} s", file=sys.stderr, flush=True
-            )
-            return result
-    tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-    return {"ok": False, "error": tail[0][:160]}
+    command = [sys.executable, "-m", "benchmarks.warm_start", "--one", name, backend]
+    command += ["--device", device, "--n", str(n)]
+    child = harness.run_child(command, fresh_caches=False, timeout=timeout, env=env)
+    result = harness.last_json(child)
+    print(f"{name} {backend}: {result.get('seconds', 0):.2f} s", file=sys.stderr, flush=True)
+    return result
 
 
 def median_run(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,16 +113,6 @@ def median_run(results: list[dict[str, Any]]) -> dict[str, Any]:
         return failed[0]
     ordered = sorted(results, key=lambda r: r["seconds"])
     return ordered[(len(ordered) - 1) // 2]
-
-
-def device_name(device: str) -> str:
-    import torch
-
-    if device == "cuda":
-        return torch.cuda.get_device_name()
-    import platform
-
-    return f"CPU ({platform.processor() or platform.machine()})"
 
 
 def geomean(values: list[float]) -> float:
@@ -141,6 +127,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=4, help="cold processes at a time")
     parser.add_argument("--repeat", type=int, default=3, help="warm processes per pair")
     parser.add_argument("--out", help="write the markdown report to this file")
+    parser.add_argument(
+        "--budget-s", type=float, default=None, help="no warm process starts past this many s"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: P1 (unless --programs), once, tiny"
+    )
     parser.add_argument("--one", nargs=2, metavar=("PROGRAM", "BACKEND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -149,14 +141,20 @@ def main() -> int:
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.quick:
+        args.programs, args.repeat, args.n = args.programs or ["P1"], 1, 1000
     if args.one:
         print(json.dumps(run_one(*args.one, args.device, args.n)))
         return 0
 
     from inductor_fx_unbacked.demo.programs import PROGRAMS
 
+    deadline = time.monotonic() + (args.budget_s if args.budget_s is not None else math.inf)
     names = [p.name for p in PROGRAMS if not args.programs or p.name in args.programs]
     pairs = [(name, backend) for name in names for backend in BACKENDS]
+    out = harness.Report(
+        args.out, TITLE, harness.environment_lines(args.device, *method_lines(args))
+    )
     with tempfile.TemporaryDirectory() as root:
         caches = {pair: os.path.join(root, "-".join(pair)) for pair in pairs}
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -170,49 +168,49 @@ def main() -> int:
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in warm_runs}
         for _ in range(args.repeat):
             for name, run in warm_runs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
                 cache = caches[(name, run.split("-")[0])]
-                runs[(name, run)].append(in_process(name, run, args.device, args.n, cache))
-                if args.out:  # after each process, so that a run stopped early keeps them
-                    Path(args.out).write_text(report(args, names, cold, runs))
-    text = report(args, names, cold, runs)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+                result = in_process(name, run, args.device, args.n, cache, min(300, left))
+                runs[(name, run)].append(result)
+                out.replace(report(names, cold, runs))
+    out.replace(report(names, cold, runs))
+    print(out.text)
     return 0
 
 
-def report(
-    args: argparse.Namespace,
-    names: list[str],
-    cold: dict[tuple[str, str], dict[str, Any]],
-    runs: dict[tuple[str, str], list[dict[str, Any]]],
-) -> str:
-    """The markdown report over the warm runs so far (the median of each); a run
-    stopped early shows in how many warm processes each median is over."""
-    import torch
-    import triton
+TITLE = "Warm starts: compile and first call in a fresh process with warm cache dirs"
 
-    warm = {key: median_run(results) for key, results in runs.items() if results}
-    done = min(len(results) for results in runs.values())
+
+def method_lines(args: argparse.Namespace) -> list[str]:
     lines = [
-        "# Warm starts: compile and first call in a fresh process with warm cache dirs",
-        "",
-        f"- date: {datetime.date.today()}",
-        f"- device: {device_name(args.device)}",
-        f"- torch {torch.__version__}, Triton {triton.__version__}, n = {args.n}",
-        "- each (program, backend): one cold process fills fresh cache dirs, then "
-        f"{done} warm processes with those dirs are timed (compile plus first call, "
-        "synchronized); the table shows the median warm run of each",
+        f"- n = {args.n}; each (program, backend): one cold process fills fresh cache dirs, "
+        "then warm processes with those dirs are timed (compile plus first call, "
+        "synchronized); the table shows the median warm run of each.",
         "- FX warm: as users run it, nothing recording the FX graphs; FX warm recording: "
         'under `recording_graphs()`, which also recomputes every node\'s `meta["val"]`; '
         "the served / graphs / unbacked definitions / new Triton cache entries columns "
-        "are the recording run's (served and new entries: also the plain run's)",
+        "are the recording run's (served and new entries: also the plain run's).",
     ]
     if args.device == "cpu":
         lines.append(
             "- **CPU: kernels run in Triton's interpreter; the times say nothing about a GPU.**"
         )
-    lines += [
+    return lines
+
+
+def report(
+    names: list[str],
+    cold: dict[tuple[str, str], dict[str, Any]],
+    runs: dict[tuple[str, str], list[dict[str, Any]]],
+) -> list[str]:
+    """The table over the warm runs so far (the median of each); a run stopped early
+    shows in how many warm processes each median is over."""
+    warm = {key: median_run(results) for key, results in runs.items() if results}
+    done = min(len(results) for results in runs.values())
+    lines = [
+        f"Warm processes per (program, run): {done} at least.",
         "",
         "| program | Python wrapper cold s | warm s | FX cold s | warm s | FX warm recording s "
         "| FX warm / Python warm | FX warm recording / Python warm "
@@ -251,7 +249,7 @@ def report(
         f"geomean_warm_fx_recording_over_python_wrapper: {geomean(recording_ratios):.3f}",
         f"geomean_warm_fx_over_python_wrapper: {geomean(ratios):.3f}",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":

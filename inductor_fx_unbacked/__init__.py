@@ -28,7 +28,7 @@ _register_log()
 _LAZY = {
     "CapturedGraphs": "integration.capture",
     "capture_fx_graphs": "integration.capture",
-    "NoUnbackedSymbolWarning": "integration.capture",
+    "NoUnbackedSymbolWarning": "integration.graph_breaks",
     "fx_backend": "integration.backend",
     "recording_graphs": "integration.recording",
     "strip_runtime_asserts": "codegen.fx_checks",

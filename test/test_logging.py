@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,37 @@ def test_torch_logs_and_torch_trace_in_a_fresh_process(tmp_path):
     ((metadata, payload),) = artifacts
     assert metadata["filename"] == written
     assert payload.strip() == pathlib.Path(written).read_text().strip()
+
+
+FAILING_TEST = """
+import torch
+import inductor_fx_unbacked as ifx
+
+
+def test_compiles_then_fails():
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with ifx.fx_backend(device), torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        torch.compile(lambda x: x[x > 0] * 2, fullgraph=True)(torch.ones(4, device=device))
+    assert False, "deliberately"
+"""
+
+
+@needs_interpreter
+def test_a_failing_test_reports_no_structured_trace_lines(tmp_path):
+    """pytest captures logs of non-propagating loggers; torch's structured trace is one,
+    always at DEBUG. The suite's conftest keeps the capture off it."""
+    shutil.copy(REPO / "test" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_fails.py").write_text(FAILING_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TRACE", "PYTEST_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_fails.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "AssertionError: deliberately" in result.stdout
+    assert "torch.__trace" not in result.stdout
+    assert len(result.stdout.splitlines()) < 40, result.stdout

@@ -71,6 +71,80 @@ def test_capture_of_a_program_without_data_dependent_sizes_does_not_warn(recwarn
     assert not [w for w in recwarn if issubclass(w.category, ifx.NoUnbackedSymbolWarning)]
 
 
+def nonzero_times_two(x):
+    return x.nonzero() * 2
+
+
+def no_symbol_warnings(record):
+    return [w for w in record if issubclass(w.category, ifx.NoUnbackedSymbolWarning)]
+
+
+@needs_interpreter
+def test_fx_backend_warns_once_when_graph_breaks_leave_no_symbol():
+    inputs = [torch.tensor([1.0, -2.0, 3.0, 0.0]), torch.tensor([0.0, 5.0])]
+    compiled = torch.compile(nonzero_times_two)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=False):
+        with pytest.warns(ifx.NoUnbackedSymbolWarning) as record:
+            with ifx.fx_backend("cpu"), ifx.recording_graphs() as graphs:
+                outputs = [compiled(x) for x in inputs]
+    for x, output in zip(inputs, outputs):
+        assert torch.equal(output, nonzero_times_two(x))
+    # Dynamo ran nonzero eagerly: the graph the backend got multiplies a plain input.
+    assert graphs and not any("unbacked_symbol" in n.meta for gm in graphs for n in gm.graph.nodes)
+    (warning,) = no_symbol_warnings(record)
+    message = str(warning.message)
+    assert message.startswith(
+        "torch.compile inside fx_backend('cpu') defines no unbacked symbol: Dynamo split the "
+        "function at a graph break (Dynamic shape operator)"
+    )
+    assert "capture_dynamic_output_shape_ops = True" in message
+    assert warning.filename == __file__  # the block's own line, not the package's
+
+
+@needs_interpreter
+def test_fx_backend_does_not_warn_when_a_graph_defines_a_symbol(recwarn):
+    inputs = [torch.tensor([1.0, -2.0, 3.0, 0.0]), torch.tensor([0.0, 5.0])]
+    compiled = torch.compile(nonzero_times_two)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        with ifx.fx_backend("cpu"), ifx.recording_graphs() as graphs:
+            outputs = [compiled(x) for x in inputs]
+    for x, output in zip(inputs, outputs):
+        assert torch.equal(output, nonzero_times_two(x))
+    symbols = [
+        n.meta["unbacked_symbol"]
+        for gm in graphs
+        for n in gm.graph.nodes
+        if "unbacked_symbol" in n.meta
+    ]
+    assert symbols
+    assert not no_symbol_warnings(recwarn)
+
+
+@needs_interpreter
+def test_fx_backend_does_not_warn_for_a_graph_break_unrelated_to_data(recwarn):
+    def doubled_with_a_break(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        return y + 1
+
+    x = torch.ones(3)
+    with ifx.fx_backend("cpu"), ifx.recording_graphs() as graphs:
+        assert torch.equal(torch.compile(doubled_with_a_break)(x), doubled_with_a_break(x))
+    assert len(graphs) == 2
+    assert not no_symbol_warnings(recwarn)
+
+
+@needs_interpreter
+def test_capture_inside_fx_backend_warns_once_as_the_capture():
+    x = torch.tensor([1.0, -2.0, 3.0, 0.0])
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=False):
+        with pytest.warns(ifx.NoUnbackedSymbolWarning) as record:
+            with ifx.fx_backend("cpu"):
+                ifx.capture_fx_graphs(nonzero_times_two, x, device="cpu")
+    (warning,) = no_symbol_warnings(record)
+    assert str(warning.message).startswith("capture_fx_graphs(nonzero_times_two) defines no")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

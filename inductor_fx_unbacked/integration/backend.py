@@ -28,7 +28,7 @@ from ..artifact.kernels import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
 from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
-from . import caches, logs, overlay
+from . import caches, graph_breaks, logs, overlay
 from .cpu_mode import interpreter_driver, require_interpreter
 from .recording import record_graphs
 
@@ -178,6 +178,8 @@ def fx_backend(
         if device == "cpu":
             stack.enter_context(config.patch(cpu_backend="triton"))
             stack.enter_context(interpreter_driver())
+        subject = f"torch.compile inside fx_backend({device!r})"
+        stack.enter_context(graph_breaks.warning_when_breaks_leave_no_symbol(subject))
         yield
 
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._dynamo.utils import counters
 from torch.utils import _pytree as pytree
 
 from .backend import default_device, device_type, fx_backend
+from .graph_breaks import warning_when_breaks_leave_no_symbol
 from .recording import recording_graphs
 
 
@@ -37,40 +36,18 @@ def capture_fx_graphs(
     if not callable(fn):
         raise TypeError(f"capture_fx_graphs needs a function or module to compile, not {fn!r}")
     device = device_type(device or default_device())
-    breaks_before = dict(counters["graph_break"])
-    with fx_backend(device), recording_graphs() as graphs:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    # Inside fx_backend's own block, so that the warning is the capture's.
+    with (
+        fx_backend(device),
+        warning_when_breaks_leave_no_symbol(f"capture_fx_graphs({name})"),
+        recording_graphs() as graphs,
+    ):
         torch._dynamo.reset()
         outputs = torch.compile(fn, **compile_kwargs)(*args)
     if not graphs:
         raise RuntimeError(_why_no_graph(fn, args, device, compile_kwargs))
-    breaks = [
-        reason
-        for reason, count in counters["graph_break"].items()
-        if count > breaks_before.get(reason, 0)
-    ]
-    if breaks and not any(_defined_symbols(gm) for gm in graphs):
-        warnings.warn(NoUnbackedSymbolWarning(_why_no_symbol(fn, breaks)), stacklevel=2)
     return CapturedGraphs(outputs, graphs)
-
-
-class NoUnbackedSymbolWarning(UserWarning):
-    """A capture defines no unbacked symbol because Dynamo split the function."""
-
-
-def _defined_symbols(gm: torch.fx.GraphModule) -> list[Any]:
-    return [node for node in gm.graph.nodes if node.meta.get("unbacked_symbol") is not None]
-
-
-def _why_no_symbol(fn: Any, breaks: list[str]) -> str:
-    name = getattr(fn, "__name__", type(fn).__name__)
-    reasons = "; ".join(sorted({reason.strip().splitlines()[0] for reason in breaks}))
-    return (
-        f"capture_fx_graphs({name}) defines no unbacked symbol: Dynamo split the function "
-        f"at a graph break ({reasons}), so the data-dependent operation ran eagerly. "
-        "Pass fullgraph=True to see the error at the break; for nonzero, boolean masks "
-        "and unique, set torch._dynamo.config.capture_dynamic_output_shape_ops = True, "
-        "and for .item(), torch._dynamo.config.capture_scalar_outputs = True."
-    )
 
 
 def _why_no_graph(fn: Any, args: tuple[Any, ...], device: str, compile_kwargs: dict) -> str:

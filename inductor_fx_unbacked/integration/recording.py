@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -29,10 +29,31 @@ def recording() -> bool:
     return bool(_thread_sinks())
 
 
+def _thread_observers() -> list[Callable[[list[torch.fx.GraphModule]], None]]:
+    observers = getattr(_sinks, "observers", None)
+    if observers is None:
+        observers = _sinks.observers = []
+    return observers
+
+
 def record_graphs(graphs: list[torch.fx.GraphModule]) -> None:
-    """Hand graphs to every ``recording_graphs`` open in this thread."""
+    """Hand graphs to every ``recording_graphs`` and observer open in this thread."""
     for sink in _thread_sinks():
         sink.extend(graphs)
+    for observer in _thread_observers():
+        observer(graphs)
+
+
+@contextlib.contextmanager
+def observing_graphs(observer: Callable[[list[torch.fx.GraphModule]], None]) -> Iterator[None]:
+    """Show ``observer`` every graph produced inside, in this thread, without recording
+    it: a warm start restores no fake values for an observer (see :func:`recording`)."""
+    observers = _thread_observers()
+    observers.append(observer)
+    try:
+        yield
+    finally:
+        observers.remove(observer)
 
 
 @contextlib.contextmanager

@@ -9,20 +9,10 @@ On CPU, a case whose kernels need ``libdevice`` (which Triton's interpreter
 lacks) is skipped naming it; the GPU run of the benchmark covers it.
 """
 
-import importlib.util
-import os
-import sys
-
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_spec = importlib.util.spec_from_file_location(
-    "models_sweep", os.path.join(ROOT, "benchmarks", "models.py")
-)
-models = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = models  # its dataclasses look their module up
-_spec.loader.exec_module(models)
+from benchmarks import models
 
 _missing = models.missing_libraries()
 if _missing:

@@ -1,0 +1,447 @@
+"""The GPU runs in one command: the package's tests on the GPU and the benchmarks.
+
+    python -m benchmarks.gpu --parts tests,caches,data-dependent --budget-s 520 --out DIR
+    python -m benchmarks.gpu --list
+    python -m benchmarks.gpu --device cpu --quick --parts tests --out /tmp/smoke
+
+Each selected part runs as a child process with its share of ``--budget-s``
+(shares follow the parts' weights, about the minutes each takes on an H200: select
+the parts that fit; time a part leaves unused goes to those after it) and writes
+its report to ``DIR/YYYY-MM-DD-<gpu>-<part>.md`` as it goes, its output to
+``DIR/logs/``: a part stopped at its time limit, or a run killed, keeps what it
+measured. Test parts run pytest with Inductor's caches on, as users run
+them. With several GPUs the parts run side by side, one GPU each (``--lanes``);
+a part that needs two GPUs runs first, on all of them. ``--quick`` runs each
+part's smoke version (on CPU: Triton's interpreter). ``--install-wheels DIR``
+first pip-installs the wheels in DIR (no index, no dependencies), for a machine
+without network that lacks one (``expecttest``). Exits with 1 when a part failed
+or was stopped, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from benchmarks import harness
+
+#: Seconds kept back from the budget for writing the last reports.
+MARGIN_S = 5.0
+#: A part whose share is shorter than this is not started.
+MIN_SHARE_S = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """What a part is given: the device, whether to smoke-test, its seconds, its files."""
+
+    device: str
+    quick: bool
+    seconds: float
+    report: Path
+    log: Path
+
+    def budget(self, fraction: float = 0.85) -> str:
+        """The seconds to tell a benchmark, leaving it time to write its report."""
+        return f"{max(1.0, self.seconds * fraction - 10):.0f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One GPU run: a pytest run (``pytest_args``) or a benchmark (``module``)."""
+
+    name: str
+    title: str
+    #: The part's share of the budget, relative to the others': about the minutes
+    #: it takes on an H200.
+    weight: float
+    pytest_args: Sequence[str] = ()
+    quick_pytest_args: Sequence[str] = ()
+    module: str | None = None
+    arguments: Callable[[Share], list[str]] | None = None
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: GPUs it needs at once (on CPU it runs anyway).
+    gpus: int = 1
+    #: Why it cannot run here, or ``None``.
+    missing: Callable[[], str | None] = lambda: None
+
+    def command(self, share: Share) -> list[str]:
+        assert self.module is not None and self.arguments is not None
+        return [sys.executable, "-m", f"benchmarks.{self.module}", *self.arguments(share)]
+
+
+def _missing_modules(*names: str) -> Callable[[], str | None]:
+    def missing() -> str | None:
+        absent = [name for name in names if importlib.util.find_spec(name) is None]
+        return f"needs {', '.join(absent)}, not installed" if absent else None
+
+    return missing
+
+
+def _missing_upstream_suite() -> str | None:
+    from benchmarks.upstream_suite import TEST_FILE
+
+    if not (harness.ROOT / ".upstream" / TEST_FILE).exists():
+        return (
+            f".upstream/{TEST_FILE} is missing (benchmarks/upstream_suite.py says how to fetch it)"
+        )
+    return _missing_modules("expecttest")()
+
+
+def _data_dependent(share: Share) -> list[str]:
+    if share.quick:
+        return ["--device", share.device, "--quick", "--out", str(share.report)]
+    return ["--budget-s", share.budget(), "--out", str(share.report)]
+
+
+def _warm_start(share: Share) -> list[str]:
+    if share.quick:
+        return ["--device", share.device, "--quick", "--out", str(share.report)]
+    arguments = ["--programs", "P1", "P3", "P5", "P6", "--repeat", "3", "--jobs", "4"]
+    return [*arguments, "--budget-s", share.budget(), "--out", str(share.report)]
+
+
+def _models(share: Share) -> list[str]:
+    if share.quick:
+        return ["--device", share.device, "--quick", "--out", str(share.report)]
+    # A case that has started runs to its end: stop starting them well before the limit.
+    return ["--budget", share.budget(0.6), "--out", str(share.report)]
+
+
+def _stress(share: Share) -> list[str]:
+    quick = ["--quick"] if share.quick else []
+    return [
+        "--device",
+        share.device,
+        *quick,
+        "--budget-s",
+        share.budget(0.7),
+        "--out",
+        str(share.report),
+    ]
+
+
+def _upstream_suite(share: Share) -> list[str]:
+    if share.quick:
+        runs = ["--device", share.device, "-k", "test_basic", "--runs", "overlay-own"]
+    else:
+        runs = ["--runs", "overlay-default,overlay-own", "--jobs", "2"]
+    return [*runs, "--budget-s", share.budget(), "--out", str(share.report)]
+
+
+def _ep_moe(share: Share) -> list[str]:
+    if share.quick:
+        return ["--device", share.device, "--quick", "--out", str(share.report)]
+    tests_s, ranks_s = share.seconds * 0.45, share.seconds * 0.35
+    return [
+        *["--with-tests", "--tests-timeout", f"{tests_s:.0f}", "--timeout", f"{ranks_s:.0f}"],
+        *["--out", str(share.report)],
+    ]
+
+
+PARTS = {
+    part.name: part
+    for part in [
+        Part(
+            "tests",
+            "The package's end-to-end tests",
+            weight=4,
+            pytest_args=(
+                "test/inductor",
+                "--ignore=test/inductor/test_fxir_caching.py",
+                "--ignore=test/inductor/test_fxir_cpp_kernels.py",
+                *("test/test_compat.py", "test/test_call_args.py", "test/test_logging.py"),
+                *("test/test_misuse.py", "test/test_overlay.py", "test/test_user_kernel_parts.py"),
+            ),
+            quick_pytest_args=("test/test_compat.py", "-k", "resolves"),
+        ),
+        Part(
+            "caches",
+            "Inductor's caches and C++ kernels",
+            weight=3,
+            pytest_args=(
+                "test/inductor/test_fxir_caching.py",
+                "test/inductor/test_fxir_cpp_kernels.py",
+            ),
+            quick_pytest_args=(
+                "test/inductor/test_fxir_caching.py",
+                "-k",
+                "uuid_names_the_backend",
+            ),
+        ),
+        Part(
+            "corpus-modes",
+            "The corpus under Inductor's modes, and user Triton kernels",
+            weight=4,
+            pytest_args=("test/corpus/test_modes.py", "test/corpus/test_user_kernels.py"),
+            quick_pytest_args=("test/corpus/test_modes.py", "-k", "reduce-overhead and nonzero_1d"),
+            env={"IFX_MODES_PER_PROGRAM": "2"},
+        ),
+        Part(
+            "upstream-suite",
+            "Upstream's test_fxir_backend.py with the overlay",
+            weight=5,
+            module="upstream_suite",
+            arguments=_upstream_suite,
+            missing=_missing_upstream_suite,
+        ),
+        Part(
+            "data-dependent",
+            "Data-dependent programs: FX backend vs Inductor's Python wrapper",
+            weight=9,
+            module="data_dependent",
+            arguments=_data_dependent,
+        ),
+        Part(
+            "warm-start",
+            "Warm starts from Inductor's caches",
+            weight=5,
+            module="warm_start",
+            arguments=_warm_start,
+        ),
+        Part(
+            "models",
+            "The model sweep",
+            weight=12,
+            module="models",
+            arguments=_models,
+            missing=_missing_modules("transformers", "torchvision", "torch_geometric"),
+        ),
+        Part("stress", "The corpus in one process", weight=3, module="stress", arguments=_stress),
+        Part(
+            "ep-moe",
+            "Expert-parallel MoE on two ranks",
+            weight=4,
+            module="ep_moe",
+            arguments=_ep_moe,
+            gpus=2,
+        ),
+    ]
+}
+
+
+@dataclasses.dataclass
+class Outcome:
+    part: Part
+    report: Path
+    status: str
+    ok: bool
+
+
+class Session:
+    """The parts of one run, their shares of the time left, and their reports."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.device: str = args.device
+        self.quick: bool = args.quick
+        self.out = Path(args.out)
+        self.deadline = time.monotonic() + args.budget_s - MARGIN_S
+        self.stopping = threading.Event()
+        self.outcomes: list[Outcome] = []
+        self._lock = threading.Lock()
+
+    def run_lane(self, parts: Sequence[Part], gpus: str | None, weight_after: float = 0.0) -> None:
+        """Run ``parts`` one after the other; each gets its weight's share of the time
+        left, counting ``weight_after`` for what runs after this lane."""
+        for i, part in enumerate(parts):
+            left = self.deadline - time.monotonic()
+            weights = sum(p.weight for p in parts[i:]) + weight_after
+            outcome = self.run_part(part, left * part.weight / weights, gpus)
+            with self._lock:
+                self.outcomes.append(outcome)
+            print(f"{part.name}: {outcome.status} ({outcome.report})", flush=True)
+
+    def run_part(self, part: Part, seconds: float, gpus: str | None) -> Outcome:
+        report = harness.result_path(self.out, self.device, part.name)
+        share = Share(
+            self.device, self.quick, seconds, report, self.out / "logs" / f"{part.name}.log"
+        )
+        why_not = self._why_not(part, seconds)
+        if why_not:
+            self._report(part, share).add(f"Not run: {why_not}.")
+            return Outcome(part, report, f"not run: {why_not}", ok=True)
+        env = self._child_env(part, gpus)
+        if part.module is None:
+            body = self._report(part, share)
+            body.add(
+                f"Running since {time.strftime('%H:%M:%S')}; if this line stays, the run was "
+                f"stopped before it ended (its output so far: `{share.log}`)."
+            )
+            arguments = part.quick_pytest_args if self.quick else part.pytest_args
+            result = harness.run_pytest(arguments, timeout=seconds, env=env, log=share.log)
+            body.replace(harness.pytest_lines(result))
+        else:
+            result = harness.run_child(
+                part.command(share), fresh_caches=True, timeout=seconds, env=env, log=share.log
+            )
+            self._close_benchmark_report(part, share, result)
+        ok = result.returncode == 0 and not result.timed_out and not self.stopping.is_set()
+        return Outcome(part, report, result.status, ok)
+
+    def _why_not(self, part: Part, seconds: float) -> str | None:
+        if self.stopping.is_set():
+            return "the run was stopped"
+        if seconds < MIN_SHARE_S:
+            return f"the budget was spent ({seconds:.0f} s left for it)"
+        if self.device == "cuda":
+            import torch
+
+            if torch.cuda.device_count() < part.gpus:
+                return f"needs {part.gpus} GPUs, {torch.cuda.device_count()} visible"
+        return part.missing()
+
+    def _child_env(self, part: Part, gpus: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("FORCE_DISABLE_CACHES")}
+        env.update(part.env, PYTHONUNBUFFERED="1")
+        # NVLink multicast stays off for NCCL on these machines.
+        env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+        if self.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
+        return env
+
+    def _report(self, part: Part, share: Share) -> harness.Report:
+        header = harness.environment_lines(
+            self.device,
+            f"- Part `{part.name}` of `python -m benchmarks.gpu`, with a time share of "
+            f"{share.seconds:.0f} s" + ("; smoke run (`--quick`)" if self.quick else "") + ".",
+        )
+        if part.module is None:
+            header.append("- Inductor's caches on, as users run the tests; fresh cache dirs.")
+        return harness.Report(share.report, part.title, header)
+
+    def _close_benchmark_report(
+        self, part: Part, share: Share, result: harness.ChildResult
+    ) -> None:
+        """Say how the benchmark's child ended, below what it wrote itself."""
+        lines = ["", "## How the run ended", "", f"`{part.module}`: {result.status}."]
+        if result.returncode or result.timed_out:
+            lines += ["", "The end of its output:", "", "```", *result.tail(), "```"]
+        if share.report.exists():
+            with open(share.report, "a") as f:
+                f.write("\n".join(lines) + "\n")
+        else:
+            self._report(part, share).add(*lines[2:])
+
+
+def lanes_for(parts: Sequence[Part], lanes: int) -> list[list[Part]]:
+    """The one-GPU parts spread over ``lanes``, heaviest first onto the lightest lane;
+    each lane runs its parts in the order given."""
+    spread: list[list[Part]] = [[] for _ in range(lanes)]
+    for part in sorted(parts, key=lambda p: -p.weight):
+        min(spread, key=lambda lane: sum(p.weight for p in lane)).append(part)
+    return [sorted(lane, key=list(parts).index) for lane in spread if lane]
+
+
+def visible_gpus(device: str) -> list[str]:
+    if device != "cuda":
+        return []
+    import torch
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = listed.split(",") if listed else [str(i) for i in range(torch.cuda.device_count())]
+    return names[: torch.cuda.device_count()]
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="parts (weight):\n" + "\n".join(describe(p) for p in PARTS.values()),
+    )
+    parser.add_argument(
+        "--parts", default="all", help="comma-separated parts (default: all); see below"
+    )
+    parser.add_argument("--budget-s", type=float, default=520.0, help="seconds for all parts")
+    parser.add_argument("--out", default=None, help="folder for the reports (required)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    parser.add_argument("--quick", action="store_true", help="each part's smoke version")
+    parser.add_argument(
+        "--lanes", type=int, default=None, help="parts side by side (default: GPUs)"
+    )
+    parser.add_argument("--list", action="store_true", help="list the parts and exit")
+    parser.add_argument(
+        "--install-wheels", default=None, metavar="DIR", help="pip-install DIR/*.whl first"
+    )
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(describe(p) for p in PARTS.values()))
+        sys.exit(0)
+    names = list(PARTS) if args.parts == "all" else [n.strip() for n in args.parts.split(",")]
+    unknown = [name for name in names if name not in PARTS]
+    if unknown:
+        parser.error(f"unknown parts {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
+    args.parts = [PARTS[name] for name in dict.fromkeys(names)]
+    if args.out is None:
+        parser.error("--out is required: the folder for the reports")
+    if args.budget_s <= MARGIN_S + MIN_SHARE_S:
+        parser.error(f"--budget-s must be more than {MARGIN_S + MIN_SHARE_S:.0f}")
+    if args.lanes is not None and args.lanes < 1:
+        parser.error("--lanes must be at least 1")
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    return args
+
+
+def describe(part: Part) -> str:
+    return f"  {part.name:15} ({part.weight:g}) {part.title}"
+
+
+def install_wheels(folder: str) -> None:
+    """pip-install every wheel in ``folder`` into this environment, offline."""
+    wheels = sorted(str(path) for path in Path(folder).glob("*.whl"))
+    if not wheels:
+        raise SystemExit(f"--install-wheels {folder}: no wheel there")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", *wheels]
+    done = harness.run_child(command, fresh_caches=False, timeout=300)
+    if done.returncode:
+        raise SystemExit(f"installing {', '.join(wheels)} failed:\n{done.output}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    if args.install_wheels:
+        install_wheels(args.install_wheels)
+    session = Session(args)
+
+    def stop(signum: int, frame: object) -> None:
+        session.stopping.set()
+        harness.stop_children()
+
+    signal.signal(signal.SIGTERM, stop)
+    gpus = visible_gpus(args.device)
+    wide = [part for part in args.parts if part.gpus > 1]
+    narrow = [part for part in args.parts if part.gpus == 1]
+    lanes = lanes_for(narrow, min(args.lanes or len(gpus) or 1, max(len(gpus), 1)))
+    # The parts that need several GPUs first, on all of them; then the lanes side by side.
+    per_lane = max((sum(p.weight for p in lane) for lane in lanes), default=0.0)
+    session.run_lane(wide, None, weight_after=per_lane)
+    threads = [
+        threading.Thread(target=session.run_lane, args=(lane, gpus[i] if len(lanes) > 1 else None))
+        for i, lane in enumerate(lanes)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    failed = [o.part.name for o in session.outcomes if not o.ok]
+    print(f"{len(session.outcomes)} parts; failed or stopped: {', '.join(failed) or 'none'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The benchmark harness and the GPU entry point, run for real on CPU (``--quick``)."""
+
+import datetime
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+
+from benchmarks import harness
+
+REPO = harness.ROOT
+
+
+def run_gpu_entry_point(*arguments, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu", "--device", "cpu", *arguments],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def report_of(out, part):
+    return out / f"{datetime.date.today().isoformat()}-cpu-{part}.md"
+
+
+def test_gpu_entry_point_runs_a_test_part_and_writes_its_report(tmp_path):
+    done = run_gpu_entry_point("--quick", "--parts", "tests", "--budget-s", "90", "--out", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = report_of(tmp_path, "tests").read_text()
+    assert report.startswith("# The package's end-to-end tests\n")
+    assert f"- torch {torch.__version__}, Triton " in report
+    assert "- Command: `python -m benchmarks.gpu --device cpu --quick --parts tests" in report
+    assert re.search(
+        r"^Result: \*\*\d+ passed.*\*\* \(exit status 0 after \d+ s\)\.$", report, re.M
+    )
+    assert "test/test_compat.py" in report
+    # The pytest output as it came, beside the report.
+    assert " PASSED" in (tmp_path / "logs" / "tests.log").read_text()
+
+
+def test_a_part_past_its_share_is_stopped_and_its_report_keeps_what_ran(tmp_path):
+    # One compile of a corpus program takes longer than the 5 s this part gets.
+    started = time.monotonic()
+    done = run_gpu_entry_point(
+        "--quick", "--parts", "corpus-modes", "--budget-s", "10", "--out", tmp_path
+    )
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1
+    assert "failed or stopped: corpus-modes" in done.stdout
+    report = report_of(tmp_path, "corpus-modes").read_text()
+    assert re.search(r"^Result: \*\*.*\(so far\)\*\* \(stopped at its time limit", report, re.M)
+    assert "The end of the output:" in report
+
+
+def test_unknown_part_is_refused_naming_the_parts(tmp_path):
+    done = run_gpu_entry_point("--parts", "tests,warmstart", "--out", tmp_path)
+    assert done.returncode == 2
+    assert "unknown parts warmstart; the parts are tests, caches," in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_run_child_gives_fresh_cache_dirs_and_stops_the_process_group(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    script = (
+        "import os, subprocess, sys, time\n"
+        "print(os.environ['TORCHINDUCTOR_CACHE_DIR'], os.environ['TRITON_CACHE_DIR'], flush=True)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    log = tmp_path / "child.log"
+    result = harness.run_child([sys.executable, "-c", script], timeout=3, log=log)
+    assert result.timed_out and "stopped at its time limit" in result.status
+    inductor_dir, triton_dir = result.output.split()
+    assert inductor_dir != os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    assert os.path.dirname(inductor_dir) == os.path.dirname(triton_dir)
+    assert not os.path.exists(os.path.dirname(inductor_dir))  # removed afterwards
+    assert log.read_text() == result.output
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _running(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(grandchild)
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_report_is_on_disk_after_every_step(tmp_path):
+    path = tmp_path / "report.md"
+    report = harness.Report(path, "A run", ["- header"])
+    assert path.read_text() == "# A run\n\n- header\n"
+    report.add("| a | 1 |")
+    assert path.read_text().endswith("- header\n\n| a | 1 |\n")
+    report.replace(["done"])
+    assert path.read_text() == "# A run\n\n- header\n\ndone\n"
+
+
+def test_result_files_are_named_by_the_gpu_model():
+    assert harness.gpu_tag("NVIDIA H200") == "h200"
+    assert harness.gpu_tag("NVIDIA A100-SXM4-80GB") == "a100"
+    assert harness.gpu_tag("NVIDIA GeForce RTX 4090") == "4090"
+
+
+def test_parts_spread_over_gpus_by_weight_each_lane_in_the_given_order():
+    from benchmarks.gpu import PARTS, lanes_for
+
+    parts = [PARTS[name] for name in ("tests", "caches", "data-dependent", "warm-start")]
+    # Weights 4, 3, 9, 5: data-dependent, then warm-start and tests beside it, then
+    # caches on the lighter lane (9 against 9: the first).
+    lanes = lanes_for(parts, 2)
+    assert [[p.name for p in lane] for lane in lanes] == [
+        ["caches", "data-dependent"],
+        ["tests", "warm-start"],
+    ]
+    assert lanes_for(parts, 1) == [parts]
