@@ -10,7 +10,7 @@ winner, and whatever else the installed release does then (closing the losing
 launchers, pruning the compile results, writing the autotune cache, coordinate
 descent where enabled). So the first call of a launch here is ``run`` too; once
 the autotuner has settled on one launcher, later calls go to that launcher
-directly, as ``run``'s own fast path does.
+directly, without the bookkeeping that ``run`` repeats on every call.
 """
 
 from __future__ import annotations
