@@ -249,7 +249,6 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.ops:aten", "_assert_scalar"),
     Private("torch.ops:aten", "_functional_assert_scalar"),
     Private("torch.ops:aten", "_make_dep_token"),
-    Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
     # torch._logging: the structured trace's handlers, set up again once the
     # package's logger is registered (``integration/logs.py``).
     Private("torch._logging._internal", "_init_logs"),
@@ -317,7 +316,7 @@ def format_kernel_definition(name: str, body: str, metadata: Any) -> str:
 
 
 def compile_results(tuner: Any) -> list[Any]:
-    """The compile results of an autotuner, the winner first once tuning ran."""
+    """The compile results of an autotuner (in the CPU mode, one holding its first config)."""
     return getattr(tuner, "compile_results", None) or []
 
 
@@ -326,6 +325,26 @@ def launchers(tuner: Any) -> list[Any]:
     if not tuner.launchers:
         tuner._make_launchers()
     return tuner.launchers
+
+
+def sole_launcher(tuner: Any) -> Any:
+    """The launcher an autotuner has settled on (tuning leaves one), or None."""
+    found = getattr(tuner, "launchers", None) or []
+    return found[0] if len(found) == 1 else None
+
+
+def chosen_config(tuner: Any) -> Any:
+    """The config an autotuner runs a kernel with, unless its first call tunes it.
+
+    That is its one launcher's config where it has one: tuning (at compile time)
+    keeps one launcher; 2.13 and 2.15 also prune the compile results to the
+    winner, but 2.10 leaves every compile result (checked in the 2.10, 2.13 and
+    2.15 sources), and coordinate descent (each of them) keeps a launcher of a
+    config that no compile result has. Otherwise the first compile result's, whose
+    launcher comes first.
+    """
+    launcher = sole_launcher(tuner)
+    return launcher.config if launcher is not None else compile_results(tuner)[0].config
 
 
 def active_triton_driver() -> Any:
@@ -339,10 +358,6 @@ def restore_triton_driver(previous: Any) -> None:
     from triton.runtime.driver import driver
 
     driver._active = previous
-
-
-def current_raw_stream(index: int) -> int:
-    return torch._C._cuda_getCurrentRawStream(index)
 
 
 # User kernels in Triton's interpreter. ``wrap_triton`` hands an

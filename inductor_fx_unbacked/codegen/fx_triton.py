@@ -173,9 +173,9 @@ def _generate_triton_call(self: FxConverter, line: KernelCallLine) -> None:
 
     if config.triton.autotune_at_compile_time:
         _autotune_unless_unhinted(tuner, line.call_args, call_args)
-    # Tuning prunes the compile results to the winner, so this is the config
-    # that runs in every case.
-    kernel_config = _compat.compile_results(tuner)[0].config
+    # The config the autotuner runs (the winner, if tuning ran), so that the
+    # node's block sizes and grid and the runner's launcher agree.
+    kernel_config = _compat.chosen_config(tuner)
 
     reconciled = reconcile_triton_call_args(
         signature=list(tuner.triton_meta["signature"]),

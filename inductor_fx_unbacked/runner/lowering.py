@@ -10,9 +10,10 @@ custom-op dispatch for every check.
 :func:`lower` copies the graph once into a second ``GraphModule`` in which each
 of those nodes calls what it stands for directly:
 
-- a Triton kernel calls Inductor's precompiled launcher for the config the graph
-  chose, the launcher the Python wrapper calls, so nothing compiles at run time
-  (in the CPU mode, where nothing is precompiled, the interpreted kernel);
+- a Triton kernel goes to Inductor's precompiled launchers, the ones the Python
+  wrapper calls: its first call is the autotuner's ``run``, which tunes a kernel
+  of several configs, later calls the launcher it settled on (``tuning.py``);
+  in the CPU mode, where nothing is precompiled, it calls the interpreted kernel;
 - ``cond``, ``switch`` and ``while_loop`` are Python control flow over the
   lowered branches;
 - checks call the functions they stand for, and only when they fail go through
@@ -35,7 +36,7 @@ from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 from .. import _compat
 from ..codegen.fx_cpp import kernel_function
 from .checks import checks_by_operator
-from .tuning import Launch, launcher_arg_names, tuning_candidates
+from .tuning import Launch, launcher_arg_names
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -93,7 +94,7 @@ def lower(gm: torch.fx.GraphModule, kernels: Kernels | None = None) -> torch.fx.
     graph = torch.fx.Graph()
     output = graph.graph_copy(gm.graph, {})
     graph.output(output)
-    streams: dict[int, torch.fx.Node] = {}
+    streams: dict[Any, torch.fx.Node] = {}
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
@@ -172,16 +173,16 @@ def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
 
 
 def _lower_triton_kernel(
-    graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[int, torch.fx.Node], kernels: Kernels
+    graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[Any, torch.fx.Node], kernels: Kernels
 ) -> None:
     kwargs = dict(node.kwargs)
     kernel_idx = kwargs["kernel_idx"]
     call_kwargs = {**kwargs["kwargs"], **kernels.constant_args_of(kwargs["constant_args_idx"])}
     (grid,) = kwargs["grid"]
     tuner = kernels.tuner(kernel_idx)
-    launcher = _precompiled_launcher(tuner, call_kwargs) if tuner is not None else None
     if (
-        launcher is None
+        tuner is None
+        or not _has_precompiled_launchers(tuner)
         or not launcher_args_are_the_grid(tuner.inductor_meta)
         or kwargs["tma_descriptor_metadata"]
         or kwargs.get("launch_kwargs")
@@ -193,16 +194,17 @@ def _lower_triton_kernel(
         return
     extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
     values = {**call_kwargs, **extra}
-    arg_names = launcher_arg_names(launcher)
+    # Every config of a kernel takes the same launcher arguments.
+    arg_names = launcher_arg_names(_compat.launchers(tuner)[0])
     args = tuple(values[name] for name in arg_names)
+    current_stream = tuner.get_device_interface().get_raw_stream
     device = tuner.triton_meta.get("device", 0)
     index = device if isinstance(device, int) else getattr(device, "index", None) or 0
-    if index not in streams:
+    if (current_stream, index) not in streams:
         # Launches run in graph order, so the first one's stream serves the rest.
         with graph.inserting_before(node):
-            streams[index] = graph.call_function(_current_raw_stream, (index,))
-    candidates = tuning_candidates(tuner, launcher, arg_names)
-    _replace(node, Launch(tuner, candidates, tuner.fn.__name__), (streams[index], *args))
+            streams[current_stream, index] = graph.call_function(current_stream, (index,))
+    _replace(node, Launch(tuner, tuner.fn.__name__), (streams[current_stream, index], *args))
     _compat.rename_node(node, tuner.fn.__name__)
 
 
@@ -212,39 +214,31 @@ def launcher_args_are_the_grid(inductor_meta: dict[str, Any]) -> bool:
     Inductor's kernels take none (the launcher computes the grid from the sizes);
     a user kernel with one grid takes that grid (``FixedGrid``). An autotuned user
     kernel whose grid depends on the config (``PrecomputedGrid``) takes the sizes
-    the grid is computed from, which the node does not keep: it is launched as
-    ``kernel[grid](...)``, as ``gm.forward`` does.
+    the grid is computed from, which the node does not keep (it holds the grid of
+    the graph's config, already computed): it is launched as ``kernel[grid](...)``
+    with the graph's config, as ``gm.forward`` does, and is not tuned.
     """
     extra = list(inductor_meta.get("extra_launcher_args", ()))
     return not extra or inductor_meta.get("fixed_grid") == extra
 
 
-def _precompiled_launcher(tuner: Any, call_kwargs: dict[str, Any]) -> Any:
-    """The launcher of the config the graph chose, or None where there is none.
-
-    The graph runs ``compile_results[0]``'s config (the winner, if tuning ran at
-    compile time); launchers are made from the compile results in order.
+def _has_precompiled_launchers(tuner: Any) -> bool:
+    """Whether the autotuner has launchers of compiled binaries (Triton's interpreter
+    compiles nothing). Kernels imported by FX conversion are compiled, but their
+    binaries are not loaded until launchers are made, as the Python wrapper's
+    ``async_compile.wait`` does: made here, once, for every config.
     """
     results = _compat.compile_results(tuner)
     if not results or not all(hasattr(result, "make_launcher") for result in results):
-        return None  # Triton's interpreter compiles nothing
-    # Kernels imported by FX conversion are compiled, but their binaries are not
-    # loaded until a launcher is made, as the Python wrapper's
-    # ``async_compile.wait`` does.
-    config = results[0].config
-    for launcher in _compat.launchers(tuner):
-        if launcher.config is config or launcher.config.kwargs == config.kwargs:
-            return launcher
-    return None
-
-
-def _current_raw_stream(index: int) -> int:
-    return _compat.current_raw_stream(index)
+        return False
+    return bool(_compat.launchers(tuner))
 
 
 class _InterpretedLaunch:
-    """Launches a kernel as Triton's own ``kernel[grid](**kwargs)``: for kernels
-    with no precompiled launcher (Triton's interpreter, TMA descriptors)."""
+    """Launches a kernel as Triton's own ``kernel[grid](**kwargs)``, with the graph's
+    config: for kernels with no precompiled launcher (Triton's interpreter) or
+    whose node does not hold the launcher's arguments (TMA descriptors, backend
+    options, a grid that depends on the config)."""
 
     __module__ = __name__
 

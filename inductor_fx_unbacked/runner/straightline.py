@@ -19,9 +19,9 @@ branch) the way Inductor's Python wrapper writes ``call``:
   checks read them;
 - ``item`` is ``Tensor.item``, views and allocations use the Python wrapper's own
   fast entry points (``_reinterpret_tensor``, ``_empty_strided_<device>``);
-- kernel launches call Inductor's launcher directly, bound as a global; a kernel
-  with several precompiled configs is tuned on its first call (see
-  ``tuning.Launch``) and then rebound to the winner;
+- kernel launches go through the kernel's autotuner on their first call (which
+  tunes a kernel of several configs, see ``tuning.Launch``), then call the
+  launcher it settled on directly, rebound as a global;
 - a ``cond`` is a Python conditional over the branches' own generated functions.
 
 The graph itself is never changed: every check stays an FX node of it. The
@@ -284,12 +284,10 @@ class _FunctionWriter:
         if isinstance(target, Launch):
             stream, *launch_args = args
             launcher = self.global_(target.entry_point(), target.__name__)
-            # After tuning on its first call, the winner is called directly.
+            # After its first call, the autotuner's launcher is called directly.
             target.rebind_after_tuning(self.namespace, launcher)
             parts = ", ".join(self.arg(a) for a in launch_args)
             return f"{launcher}({parts}{', ' if parts else ''}stream={self.arg(stream)})"
-        if target is lowering._current_raw_stream:
-            return self.call(torch._C._cuda_getCurrentRawStream, args, kwargs)
         if isinstance(target, lowering._Branch):
             selector, *operands = args
             branches = [self.branch(fn) for fn in target.branches]

@@ -16,7 +16,7 @@ import contextlib
 import pytest
 import torch
 from programs import fresh_copy
-from user_kernels import EAGER_WRAP_TRITON, USER_KERNELS, XFAIL
+from user_kernels import CPU_MODE_UNRELIABLE, EAGER_WRAP_TRITON, USER_KERNELS, XFAIL
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import _compat
@@ -36,11 +36,8 @@ WRAP_TRITON_TAKES = {
 def marks(name):
     if XFAIL[name]:
         yield pytest.mark.xfail(strict=True, reason=XFAIL[name])
-    if DEVICE == "cpu" and not _compat.WRAP_TRITON_TAKES_INTERPRETED:
-        yield pytest.mark.skip(
-            reason=f"torch {torch.__version__}: user kernels in the CPU mode gave NaNs after "
-            "other corpus tests in one process (not alone); covered on the GPU"
-        )
+    if DEVICE == "cpu" and CPU_MODE_UNRELIABLE:
+        yield pytest.mark.skip(reason=CPU_MODE_UNRELIABLE)
     if DEVICE == "cpu" and _compat.USER_KERNEL_OPTIONS_NEED_A_DEVICE_BACKEND:
         yield pytest.mark.skip(
             reason=f"torch {torch.__version__} checks a user kernel's launch options against "

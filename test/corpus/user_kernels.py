@@ -2,7 +2,8 @@
 
 Kernels are called directly (``kernel[grid](...)``), through ``wrap_triton``,
 from a ``torch.library.triton_op``, and autotuned (``@triton.autotune``), with
-``tl.constexpr`` parameters at the end, in the middle and first, and with grids
+``tl.constexpr`` parameters at the end, in the middle and first, accumulating with
+atomic adds into an output that the autotuner resets (``reset_to_zero``), and with grids
 over an unbacked size (the length of a boolean mask's selection, or an
 ``.item()``). On a CPU-only machine they run in Triton's interpreter
 (``TRITON_INTERPRET=1``). Inputs reuse the corpus helpers, so each program has
@@ -17,6 +18,8 @@ import triton.language as tl
 from programs import CorpusProgram, signs, values, with_count
 from torch.library import triton_op, wrap_triton
 
+from inductor_fx_unbacked import _compat
+
 USER_KERNELS: list[CorpusProgram] = []
 
 
@@ -29,6 +32,14 @@ def program(inputs, xfail: str | None = None, eager_wrap_triton: str | None = No
 
     return register
 
+
+#: Why user kernels cannot be tested in the CPU mode on this torch (any device), or None.
+CPU_MODE_UNRELIABLE = (
+    None
+    if _compat.WRAP_TRITON_TAKES_INTERPRETED
+    else f"torch {torch.__version__}: user kernels in the CPU mode gave NaNs or zeros after "
+    "other corpus tests in one process (not alone); covered on the GPU"
+)
 
 #: Expected failures by program name, with the defect that causes them.
 XFAIL: dict[str, str | None] = {}
@@ -74,6 +85,22 @@ def autotuned_square(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)
     tl.store(out_ptr + offsets, x * x, mask=mask)
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 4}), triton.Config({"BLOCK": 16})],
+    key=["n"],
+    reset_to_zero=["out_ptr"],
+)
+@triton.jit
+def autotuned_atomic_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Adds the first ``n`` values of ``x`` into ``out[0]``, one block at a time: any
+    config gives the sum, and only if ``out`` starts at zero (``reset_to_zero``)."""
+    for start in range(0, n, BLOCK):
+        offsets = start + tl.arange(0, BLOCK)
+        mask = offsets < n
+        values = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        tl.atomic_add(out_ptr + offsets * 0, values, mask=mask)
 
 
 def blocks(n):
@@ -153,6 +180,15 @@ def autotuned_over_mask(x):
     n = kept.shape[0]
     autotuned_square[blocks(n)](kept, out, n)
     return out.sum() + out
+
+
+@program(signs(4, 15, 0))
+def autotuned_atomic_sum_over_mask(x):
+    kept = x[x > 0]
+    total = torch.zeros(1, device=x.device)
+    # One program whatever the config: the grid does not depend on it.
+    autotuned_atomic_sum[(1,)](kept, total, kept.shape[0])
+    return total * 2
 
 
 # torch.library.triton_op

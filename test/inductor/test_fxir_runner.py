@@ -9,8 +9,6 @@ higher-order operator, and must leave the graph it lowers untouched.
 """
 
 import contextlib
-import unittest
-import unittest.mock
 
 import torch
 from test_fxir_backend import FxirTestCase, MismatchedOutputSize, positives_times_four
@@ -245,97 +243,3 @@ class StraightLineTest(FxirTestCase):
         self.assertEqual(outcome(fn, (wrong,)), outcome(gm.forward, (wrong,)))
         self.assertEqual(outcome(fn, (wrong,))[:2], ("raised", AssertionError))
         self.assertIn("graph input 0 (x): expected size (1, 4)", outcome(fn, (wrong,))[2])
-
-
-class FirstCallTuningTest(FxirTestCase):
-    def test_first_call_benchmarks_each_config_once_and_keeps_the_fastest(self):
-        """Selection logic of ``runner.tuning.Launch`` with launchers that record their
-        calls and a tuner whose ``bench`` reports fixed timings."""
-        from inductor_fx_unbacked.runner.tuning import Launch
-
-        launched = []
-
-        def make_launcher(name):
-            def launcher(*args, stream):
-                launched.append((name, args, stream))
-
-            launcher.config = name
-            return launcher
-
-        graph_choice, faster, slower = map(make_launcher, ("graph", "faster", "slower"))
-        benched = []
-
-        class Tuner:
-            def bench(self, launcher, *args):
-                benched.append((launcher.config, args))
-                return {"graph": 2.0, "faster": 1.0, "slower": 3.0}[launcher.config]
-
-        launch = Launch(Tuner(), (graph_choice, faster, slower), "kernel")
-        namespace = {"kernel": launch.entry_point()}
-        launch.rebind_after_tuning(namespace, "kernel")
-        namespace["kernel"](1, 2, stream=7)
-        self.assertEqual(benched, [("graph", (1, 2)), ("faster", (1, 2)), ("slower", (1, 2))])
-        self.assertEqual(launched, [("faster", (1, 2), 7)])
-        # Later calls go straight to the winner, without benchmarking again.
-        self.assertIs(namespace["kernel"], faster)
-        namespace["kernel"](3, stream=7)
-        launch(7, 4)
-        self.assertEqual(len(benched), 3)
-        self.assertEqual([name for name, *_ in launched], ["faster", "faster", "faster"])
-
-    def test_ties_keep_the_graphs_config(self):
-        from inductor_fx_unbacked.runner.tuning import Launch
-
-        class Tuner:
-            def bench(self, launcher, *args):
-                return 1.0
-
-        first, second = (lambda *a, stream: None), (lambda *a, stream: None)
-        first.config = second.config = None
-        launch = Launch(Tuner(), (first, second), "kernel")
-        launch(0)
-        self.assertIs(launch.launcher, first)
-
-    @unittest.skipUnless(torch.cuda.is_available(), "precompiled launchers need a GPU")
-    def test_gpu_kernels_tune_on_first_call_without_compiling(self):
-        """A reduction over an unbacked number of rows has several precompiled
-        configs; the first call benchmarks them and nothing compiles."""
-        import triton
-        from triton.runtime.jit import JITFunction
-
-        from inductor_fx_unbacked.runner import tuning
-
-        def fn(x):
-            return x[x[:, 0] > 0].sum(dim=0)
-
-        x = torch.randn(4096, 512, device="cuda")
-        launches = []
-        original = tuning.Launch.__init__
-
-        def recording(self, *args, **kwargs):
-            original(self, *args, **kwargs)
-            launches.append(self)
-
-        compiles = []
-        do_compile, compile_fn = JITFunction._do_compile, triton.compile
-        with unittest.mock.patch.object(tuning.Launch, "__init__", recording):
-            with ifx.fx_backend("cuda"):
-                try:
-                    JITFunction._do_compile = lambda *a, **k: (
-                        compiles.append(a) or do_compile(*a, **k)
-                    )
-                    triton.compile = lambda *a, **k: compiles.append(a) or compile_fn(*a, **k)
-                    torch._dynamo.reset()
-                    compiled = torch.compile(fn, fullgraph=True)
-                    compiled(x)  # compiles (counted) and tunes
-                    compiles.clear()
-                    result = compiled(x * 2)
-                finally:
-                    JITFunction._do_compile, triton.compile = do_compile, compile_fn
-        self.assertEqual(result, fn(x * 2), atol=1e-3, rtol=1e-4)
-        self.assertEqual(compiles, [])
-        tuned = [launch for launch in launches if len(launch.candidates) > 1]
-        self.assertGreater(len(tuned), 0)
-        for launch in tuned:
-            self.assertEqual(set(launch.timings), set(launch.candidates))
-            self.assertIs(launch.launcher, min(launch.candidates, key=launch.timings.get))
