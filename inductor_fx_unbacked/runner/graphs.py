@@ -258,6 +258,7 @@ class CapturedStretch:
             max_bytes = self._max_bytes()
         except Exception as e:  # noqa: BLE001 - no CUDA device here: never capturable
             self._give_up(e)
+            self.counts.eager_runs += 1
             return self.body(*inputs)
         estimate = max((entry.nbytes for entry in self.entries.values()), default=0)
         if not self.memory.make_room(estimate, LIMITS.max_entries, max_bytes):

@@ -79,8 +79,8 @@ _EXTERN = {
     aten.scatter_,
     aten.index,
 }
-#: Index dtypes of ``aten.index.Tensor`` that capture (a boolean mask syncs).
-_INDEX_DTYPES = (torch.int64, torch.int32)
+#: Index dtypes of ``aten.index.Tensor`` that make it a mask, which syncs.
+_MASK_DTYPES = (torch.bool, torch.uint8)
 VIEWS = (torch.as_strided, _compat.reinterpret_tensor())
 _LAUNCH = "launch"
 _METADATA = (
@@ -133,13 +133,22 @@ def find_stretches(graph: torch.fx.Graph, capturable: Capturable = CUDA) -> list
     return _Segmenter(graph, capturable).run()
 
 
+def roles(graph: torch.fx.Graph, capturable: Capturable = CUDA) -> dict[Node, tuple[Role, str]]:
+    """Each node's role in ``graph``, and why: what :func:`find_stretches` reads."""
+    segmenter = _Segmenter(graph, capturable)
+    segmenter.run()
+    return segmenter.roles
+
+
 class _Segmenter:
     """One walk over a graph in order, one method per kind of node."""
 
     def __init__(self, graph: torch.fx.Graph, capturable: Capturable) -> None:
         self.graph = graph
         self.capturable = capturable
+        self.device_type = capturable.device_type
         self.found: list[Stretch] = []
+        self.roles: dict[Node, tuple[Role, str]] = {}
         self.open = Stretch()
         self.inside: set[Node] = set()
         #: Nodes whose value is known to be a tensor on the capturable device.
@@ -150,6 +159,8 @@ class _Segmenter:
     def run(self) -> list[Stretch]:
         for node in self.graph.nodes:
             role, reason = self.role(node)
+            self.roles[node] = (role, reason)
+            self.note_device(node)
             if role is Role.HOST and self.reads_inside(node):
                 self.close(node, f"{node.name} reads a tensor made inside")
             if role is Role.BOUNDARY:
@@ -179,9 +190,6 @@ class _Segmenter:
     def role(self, node: Node) -> tuple[Role, str]:
         """The node's role, and a word on why (:data:`_LAUNCH` for a launched kernel)."""
         if node.op == "placeholder":
-            value = node.meta.get("val")
-            if isinstance(value, torch.Tensor) and value.device.type == self.capturable.device_type:
-                self.on_device.add(node)
             return Role.HOST, "graph input"
         if node.op == "get_attr":
             return Role.HOST, "constant"
@@ -194,10 +202,6 @@ class _Segmenter:
         if isinstance(target, Check):
             return self.check(node, target)
         if isinstance(target, self.capturable.launch_types):
-            # A kernel of the device reads and writes only tensors on the device.
-            self.on_device.update(
-                n for n in node.all_input_nodes if not value_kind(n).is_scalar and not is_stream(n)
-            )
             return Role.DEVICE, _LAUNCH
         if target is torch.empty_strided:
             return self.allocation(node)
@@ -205,7 +209,6 @@ class _Segmenter:
             return self.view(node)
         if target is operator.getitem:
             if node.args[0] in self.inside:
-                self.on_device.add(node)
                 return Role.DEVICE, "output of a kernel inside"
             return Role.HOST, "output of a node outside"
         if isinstance(target, torch._ops.OpOverload) and target.overloadpacket in _EXTERN:
@@ -221,29 +224,51 @@ class _Segmenter:
 
     def allocation(self, node: Node) -> tuple[Role, str]:
         device = torch.device(node.kwargs.get("device", "cpu"))
-        if device.type != self.capturable.device_type:
+        if device.type != self.device_type:
             return Role.BOUNDARY, f"allocates on {device}"
-        self.on_device.add(node)
         return Role.DEVICE, "allocation"
 
     def view(self, node: Node) -> tuple[Role, str]:
-        base = node.args[0]
-        if base in self.on_device:
-            self.on_device.add(node)
-        if base in self.inside:
+        if node.args[0] in self.inside:
             return Role.DEVICE, "view of a tensor made inside"
         return Role.HOST, "view of a tensor made before"
 
     def extern(self, node: Node, op: torch._ops.OpOverload) -> tuple[Role, str]:
-        tensors = [n for n in node.all_input_nodes if not value_kind(n).is_scalar]
-        if not all(n in self.on_device for n in tensors):
+        # A CPU tensor would be read once, when captured, and never again.
+        if not all(n in self.on_device for n in _tensors(node)):
             return Role.BOUNDARY, f"{op} reads a tensor not known to be on the device"
-        if op.overloadpacket is aten.index and not all(
-            _dtype(index) in _INDEX_DTYPES for index in node.args[1] if index is not None
+        # An index of unknown dtype is no mask: a mask's result defines a size.
+        if op.overloadpacket is aten.index and any(
+            _dtype(index) in _MASK_DTYPES for index in node.args[1] if index is not None
         ):
-            return Role.BOUNDARY, f"{op} indexes by a mask or an unknown dtype"
-        self.on_device.add(node)
+            return Role.BOUNDARY, f"{op} indexes by a mask"
         return Role.DEVICE, _LAUNCH
+
+    def note_device(self, node: Node) -> None:
+        """Note ``node`` as a tensor on the device where the graph says so: inputs,
+        allocations, views, what kernels of the device read and write, and the
+        results of aten operators whose tensors are all on the device."""
+        target, tensors = node.target, _tensors(node)
+        if node.op == "placeholder":
+            value = node.meta.get("val")
+            on_device = isinstance(value, torch.Tensor) and value.device.type == self.device_type
+        elif node.op != "call_function":
+            on_device = False
+        elif isinstance(target, self.capturable.launch_types):
+            self.on_device.update(n for n in tensors if not is_stream(n))
+            on_device = False
+        elif target is torch.empty_strided:
+            on_device = torch.device(node.kwargs.get("device", "cpu")).type == self.device_type
+        elif target in VIEWS or target is operator.getitem:
+            on_device = node.args[0] in self.on_device
+        else:
+            on_device = (
+                _keeps_device(target)
+                and bool(tensors)
+                and all(n in self.on_device for n in tensors)
+            )
+        if on_device:
+            self.on_device.add(node)
 
 
 def _sized_by_symbol(graph: torch.fx.Graph) -> set[Node]:
@@ -257,6 +282,18 @@ def _sized_by_symbol(graph: torch.fx.Graph) -> set[Node]:
             if used.target is operator.getitem:
                 found.add(used.args[0])
     return found
+
+
+def _tensors(node: Node) -> list[Node]:
+    return [n for n in node.all_input_nodes if not value_kind(n).is_scalar]
+
+
+def _keeps_device(target: Any) -> bool:
+    """Whether an operator's results are on its tensors' device: aten's operators
+    that take no device argument."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return False
+    return all(argument.name != "device" for argument in _compat.op_schema(target).arguments)
 
 
 def _dtype(node: Any) -> torch.dtype | None:

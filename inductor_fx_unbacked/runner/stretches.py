@@ -59,11 +59,13 @@ STRETCHES = "cuda_graph_stretches"
 def compile_with_cuda_graphs(
     lowered: torch.fx.GraphModule,
     generate: Callable[[torch.fx.GraphModule], Callable[..., Any]],
+    capturable: Capturable = CUDA,
 ) -> Callable[..., Any]:
     """``generate(lowered)`` with the stretches captured. Each call of the result is
     one call for :class:`~.graphs.GraphMemory`: nothing it replays is evicted
-    before it returns. Its ``source`` ends with the stretches' bodies."""
-    module = capture_stretches(lowered, generate)
+    before it returns. Its ``source`` ends with the stretches' bodies, its
+    ``stretches`` are their :class:`~.graphs.CapturedStretch` nodes."""
+    module = capture_stretches(lowered, generate, capturable)
     function = generate(module)
     captured = module.meta.get(STRETCHES)
     if not captured:

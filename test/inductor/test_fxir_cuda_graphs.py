@@ -1,0 +1,493 @@
+# Owner(s): ["module: inductor"]
+"""CUDA graphs in the lowered runner: the stretches of device work between host syncs.
+
+Without a GPU: which nodes of real lowered graphs form stretches and why, what
+is hoisted before a stretch and what runs only while it is captured, the rewrite
+(each stretch one node, its body a graph of its own) on whole programs, the key,
+the admission and memory policies, and the fallback when a capture fails (here,
+every capture fails: there is no CUDA). The CPU mode's graphs hold the kernels a
+GPU's do, launched through Triton's interpreter on CPU tensors;
+:data:`INTERPRETED` declares those launches capturable to read that structure.
+
+On a GPU: every corpus program with ``cuda_graphs=True`` equals eager over inputs
+whose data-dependent sizes differ (a size never seen, then an old one again),
+replays happen, a violated check raises on the call that violates it, memory
+stays within the bound, training steps, reduce-overhead, warm starts, and a
+capture that fails. The expert-parallel MoE layer needs two GPUs and is not
+tested here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import operator
+
+import pytest
+import torch
+from programs import CORPUS, fresh_copy, run
+from torch._higher_order_ops import while_loop
+from torch._inductor import config
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.artifact import store
+from inductor_fx_unbacked.artifact.facts import VALUE_KIND
+from inductor_fx_unbacked.artifact.kernels import owned_kernels
+from inductor_fx_unbacked.demo.programs import same
+from inductor_fx_unbacked.integration import caches
+from inductor_fx_unbacked.integration.backend import (
+    InterpreterFxWrapperCodegen,
+    register_fx_wrapper,
+)
+from inductor_fx_unbacked.runner import graphs, lowering, segments, straightline
+from inductor_fx_unbacked.runner.checks import SCALAR, Check
+from inductor_fx_unbacked.runner.graphs import (
+    Action,
+    CapturedStretch,
+    Entry,
+    GraphMemory,
+    limits,
+    stretch_key,
+)
+from inductor_fx_unbacked.runner.segments import CUDA, Capturable, Role
+from inductor_fx_unbacked.runner.stretches import compile_with_cuda_graphs
+from inductor_fx_unbacked.runner.tuning import Launch
+
+GPU = torch.cuda.is_available()
+DEVICE = "cuda" if GPU else "cpu"
+aten = torch.ops.aten
+#: The CPU mode's launches and allocations, declared capturable.
+INTERPRETED = Capturable("cpu", (Launch, lowering._InterpretedLaunch))
+CAPTURABLE = CUDA if GPU else INTERPRETED
+needs_gpu = pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
+cpu_only = pytest.mark.skipif(GPU, reason="on a GPU, captures succeed: the GPU tests cover it")
+
+
+@pytest.fixture(autouse=True)
+def dynamo_config():
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
+    ):
+        torch._dynamo.reset()
+        yield
+    graphs.release_all()
+    ifx.disable()
+
+
+# Programs.
+
+
+def normalized_positives(x):
+    """A mask (a sync), then two reductions of what it kept."""
+    kept = x[x > 0]
+    return kept / kept.sum(), kept.amax()
+
+
+def top_values(x, n):
+    """``.item()`` (a sync), checks of its value, then topk and a kernel."""
+    k = n.item()
+    torch._check(k >= 1)
+    torch._check(k <= 5)
+    return torch.topk(x, k).values * 2
+
+
+def mlp_on_positive_rows(x, w):
+    """A mask of rows, then kernels and matmuls on the rows it kept."""
+    rows = x[x.sum(1) > 0]
+    return ((rows * 2) @ w).relu() @ w
+
+
+def mlp_if_positive(x, w):
+    """The same matmuls in one branch of a ``cond``."""
+    return torch.cond(
+        x.sum() > 0, lambda x, w: ((x * 2) @ w).relu() @ w, lambda x, w: x - 1, (x, w)
+    )
+
+
+def doubled_while_positive(n, x):
+    def body(i, acc):
+        return i - 1, (acc * 2).relu() @ acc.t() @ acc
+
+    return while_loop(lambda i, acc: i > 0, body, (n, x))
+
+
+def signed(*shape, positive=0.5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(*shape, generator=g) + 0.1
+    sign = torch.where(torch.rand(*shape, generator=g) < positive, 1.0, -1.0)
+    return (x * sign).to(DEVICE)
+
+
+def lowered_root(fn, *args, **compile_kwargs):
+    """The lowered copy of the graph that ``fn`` compiles to (its root graph)."""
+    captured = ifx.capture_fx_graphs(fn, *args, device=DEVICE, fullgraph=True, **compile_kwargs)
+    gm = captured.graphs[-1]
+    return lowering.lower(gm, owned_kernels(gm))
+
+
+def kind(node):
+    """What a node does, in a word: for reading stretches in tests."""
+    target = node.target
+    if isinstance(target, (Launch, lowering._InterpretedLaunch)):
+        return "launch"
+    if target is torch.empty_strided:
+        return "empty"
+    if isinstance(target, Check):
+        return target.name
+    if isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket.__name__
+    if target is operator.getitem:
+        return "getitem"
+    return node.op if node.op != "call_function" else getattr(target, "__name__", str(target))
+
+
+# Which nodes form stretches.
+
+
+def test_device_work_between_two_syncs_is_one_stretch():
+    lowered = lowered_root(normalized_positives, signed(16))
+    (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
+    kinds = [kind(node) for node in stretch.nodes]
+    # Releases fuse the two reductions differently: two or three kernels.
+    assert set(kinds) == {"empty", "launch"}
+    assert stretch.launches == kinds.count("launch") >= 2
+    ended_by, _ = stretch.ended_by
+    assert ended_by.op == "output"
+    # The mask's result defines u0 (the host learns its size): it comes before.
+    (mask,) = [node for node in lowered.graph.nodes if kind(node) == "index"]
+    assert segments.roles(lowered.graph, CAPTURABLE)[mask][0] is Role.BOUNDARY
+    assert mask in stretch.inputs()
+
+
+def test_checks_of_host_values_are_hoisted_and_checks_of_tensors_made_inside_are_capture_only():
+    lowered = lowered_root(top_values, signed(16), torch.tensor([3], device=DEVICE))
+    (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
+    kinds = [kind(node) for node in stretch.nodes]
+    assert kinds[:2] == ["topk", "getitem"] and kinds[-1] == "launch"
+    # The check of topk's values (its size, and on 2.14+ its dtype): the key (k) fixes it.
+    (check,) = stretch.capture_only()
+    assert kind(check) in ("assert_size_stride", "assert_tensor_metadata")
+    assert check.args[0] is stretch.nodes[1]
+    # The launch's grid, computed from k between topk and the launch, runs before.
+    assert stretch.hoisted and all(segments.is_host_value(node) for node in stretch.hoisted)
+    roles = segments.roles(lowered.graph, CAPTURABLE)
+    item = next(node for node in lowered.graph.nodes if kind(node) == "item")
+    assert roles[item][0] is Role.BOUNDARY and "u0" in roles[item][1]
+    scalar_checks = [node for node in lowered.graph.nodes if node.target is SCALAR]
+    assert scalar_checks and all(roles[node][0] is Role.HOST for node in scalar_checks)
+
+
+def test_extern_kernels_whose_tensors_are_on_the_device_join_a_stretch():
+    lowered = lowered_root(mlp_on_positive_rows, signed(8, 4), signed(4, 4, seed=1))
+    (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
+    kinds = [kind(node) for node in stretch.nodes]
+    assert set(kinds) == {"launch", "empty", "mm"} and kinds.count("mm") == 2
+    assert stretch.launches == kinds.count("launch") + 2 >= 4
+
+
+def test_a_host_node_reading_a_tensor_made_inside_ends_the_stretch():
+    graph = torch.fx.Graph()
+    n = graph.placeholder("n")
+    n.meta[VALUE_KIND] = "int"
+    launch = lowering._InterpretedLaunch(lambda: None, ["buffer"])
+    buffer = graph.call_function(
+        torch.empty_strided, ((n,), (1,)), {"dtype": torch.float32, "device": "cpu"}
+    )
+    first = graph.call_function(launch, ((1, 1, 1), buffer))
+    second = graph.call_function(launch, ((1, 1, 1), buffer))
+    size = graph.call_function(aten.sym_size.int, (buffer, 0))
+    graph.call_function(launch, ((1, 1, 1), buffer, size))
+    graph.output(buffer)
+    (stretch,) = segments.find_stretches(graph, INTERPRETED)
+    assert stretch.nodes == [buffer, first, second]
+    assert stretch.ended_by[0] is size
+
+
+def test_a_stretch_launches_at_least_two_kernels():
+    # One kernel between two syncs: a graph would save nothing.
+    lowered = lowered_root(lambda x: torch.nonzero(x > 0) * 2 + 1, signed(16))
+    assert segments.find_stretches(lowered.graph, CAPTURABLE) == []
+
+
+@cpu_only
+def test_the_cpu_modes_launches_and_allocations_do_not_capture():
+    lowered = lowered_root(normalized_positives, signed(16))
+    assert segments.find_stretches(lowered.graph, CUDA) == []
+    reasons = {kind(n): why for n, (role, why) in segments.roles(lowered.graph, CUDA).items()}
+    assert reasons["empty"] == "allocates on cpu"
+    assert reasons["launch"].endswith("does not capture")
+
+
+def test_control_flow_and_nan_checks_end_stretches():
+    x, w = signed(4, 4), signed(4, 4, seed=1)
+    roles = segments.roles(lowered_root(mlp_if_positive, x, w).graph, CAPTURABLE)
+    assert [role for node, (role, _) in roles.items() if kind(node) == "cond"] == [Role.BOUNDARY]
+    n = torch.tensor(2, device=DEVICE)
+    roles = segments.roles(lowered_root(doubled_while_positive, n, x).graph, CAPTURABLE)
+    assert [role for node, (role, _) in roles.items() if kind(node) == "while_loop"] == [
+        Role.BOUNDARY
+    ]
+    with config.patch(nan_asserts=True):
+        lowered = lowered_root(normalized_positives, signed(16))
+    roles = segments.roles(lowered.graph, CAPTURABLE)
+    nan_checks = [node for node in lowered.graph.nodes if kind(node) in ("isnan", "isinf")]
+    assert nan_checks and all(roles[node][0] is Role.BOUNDARY for node in nan_checks)
+
+
+def test_branches_get_stretches_of_their_own():
+    x, w = signed(4, 4), signed(4, 4, seed=1)
+    lowered = lowered_root(mlp_if_positive, x, w)
+    assert segments.find_stretches(lowered.graph, CAPTURABLE) == []
+    run_it = compile_with_cuda_graphs(lowered, straightline.generate, CAPTURABLE)
+    (stretch,) = run_it.stretches
+    assert stretch.counts.launches == 4
+    assert same(run_it(x, w), mlp_if_positive(x, w))
+
+
+def test_a_warm_start_finds_the_stretches_a_cold_start_does():
+    """A graph restored from Inductor's cache has no fake values; the segmentation
+    reads the stored facts and the graph's structure, and finds the same nodes."""
+    captured = ifx.capture_fx_graphs(
+        top_values, signed(16), torch.tensor([3], device=DEVICE), device=DEVICE, fullgraph=True
+    )
+    cold = captured.graphs[-1]
+    warm = store.loads(store.dumps(cold, "lowered"), with_values=False).gm
+    intermediate = [n for n in warm.graph.nodes if n.op not in ("placeholder", "get_attr")]
+    assert not any("val" in node.meta for node in intermediate)
+
+    def stretches_of(gm):
+        lowered = lowering.lower(gm, owned_kernels(gm))
+        found = segments.find_stretches(lowered.graph, CAPTURABLE)
+        return [([n.name for n in s.nodes], [n.name for n in s.hoisted]) for s in found]
+
+    assert stretches_of(warm) == stretches_of(cold) != []
+
+
+# The rewrite, on whole programs.
+
+
+class _InterpretedStretches(InterpreterFxWrapperCodegen):
+    """The CPU mode's wrapper codegen, its lowered runner rewritten with stretches of
+    the interpreter's launches (whose captures fail here: there is no CUDA)."""
+
+    made: list[CapturedStretch] = []
+
+    def compile_graph(self, gm):
+        lowered = lowering.lower(gm, owned_kernels(gm))
+        compiled = compile_with_cuda_graphs(lowered, straightline.generate, INTERPRETED)
+        self.made.extend(getattr(compiled, "stretches", []))
+        return compiled
+
+
+@contextlib.contextmanager
+def interpreted_stretches():
+    """Compile in the CPU mode with :class:`_InterpretedStretches`; yields the stretches
+    made. Inductor's caches would serve graphs compiled without them."""
+    _InterpretedStretches.made = []
+    with ifx.fx_backend("cpu"), config.patch(force_disable_caches=True):
+        register_fx_wrapper("cpu", _InterpretedStretches, runner="lowered", runtime_asserts=True)
+        yield _InterpretedStretches.made
+
+
+REWRITTEN = {
+    "normalized_positives": (
+        normalized_positives,
+        lambda: [(signed(16, positive=p),) for p in (0.3, 0.8, 0.3)],
+    ),
+    "top_values": (top_values, lambda: [(signed(16), torch.tensor([k])) for k in (3, 5, 3)]),
+    "mlp_on_positive_rows": (
+        mlp_on_positive_rows,
+        lambda: [(signed(8, 4, positive=p), signed(4, 4, seed=1)) for p in (0.3, 0.8, 0.3)],
+    ),
+    **{
+        p.name: (p.fn, lambda p=p: p.inputs("cpu"))
+        for p in CORPUS
+        if p.name
+        in (
+            "split_with_sizes_tolist",
+            "custom_op_nested_outputs",
+            "detection_postprocess",
+            "ragged_batch_means",
+            "unique_inverse",
+            "masked_mse_backward",
+            "masked_select_backward",
+        )
+    },
+}
+
+
+@cpu_only
+@pytest.mark.parametrize("name", sorted(REWRITTEN))
+def test_a_program_with_its_stretches_rewritten_equals_eager(name):
+    """Each stretch runs its body (every capture fails here), after hoisted host
+    work, handing back the tensors the rest of the graph reads."""
+    fn, make_inputs = REWRITTEN[name]
+    program = next((p for p in CORPUS if p.name == name), None)
+    inputs = make_inputs()
+    with interpreted_stretches() as made:
+        compiled = torch.compile(fresh_copy(fn), fullgraph=True)
+        for args in inputs + inputs:
+            if program is not None:
+                assert same(run(program, compiled, args), run(program, fn, args), rtol=1e-4)
+            else:
+                assert same(compiled(*args), fn(*args), rtol=1e-4)
+    assert made, "no stretch found"
+
+
+# Keys, admission and memory.
+
+
+def test_a_key_is_the_scalars_and_the_memory_of_the_tensors():
+    x = torch.arange(8.0)
+    key = stretch_key((x, 3), device=0)
+    assert key == stretch_key((x.view(8), 3), 0), "the same memory, another tensor"
+    assert key != stretch_key((x, 4), 0)
+    assert key != stretch_key((x[1:], 3), 0)
+    assert key != stretch_key((x[:4], 3), 0)
+    assert stretch_key((x.view(2, 4), 3), 0) != stretch_key((x.view(4, 2).t(), 3), 0)
+    assert key != stretch_key((x.view(torch.int32), 3), 0)
+    assert key != stretch_key((x, 3), 1)
+
+
+def cpu_stretch(memory):
+    return CapturedStretch("doubling", lambda x: (x * 2,), [True], 2, "cpu", memory)
+
+
+def entry(stretch, key, nbytes):
+    return Entry(stretch, key, graph=None, outputs=(), nbytes=nbytes)
+
+
+def test_a_key_captures_on_its_third_call_and_replays_after():
+    memory = GraphMemory()
+    stretch = cpu_stretch(memory)
+    assert [stretch.plan(("a",)) for _ in range(3)] == [Action.EAGER, Action.EAGER, Action.CAPTURE]
+    assert stretch.plan(("b",)) is Action.EAGER
+    assert memory.add(entry(stretch, ("a",), 10), max_entries=4, max_bytes=100)
+    assert stretch.plan(("a",)) is Action.REPLAY
+    assert stretch.plan(("b",)) is Action.EAGER
+
+
+def test_a_stretch_keeps_at_most_keys_per_stretch_captures():
+    memory = GraphMemory()
+    stretch = cpu_stretch(memory)
+    with limits(capture_after=1, keys_per_stretch=2):
+        for key in ("a", "b"):
+            assert stretch.plan((key,)) is Action.CAPTURE
+            memory.add(entry(stretch, (key,), 1), max_entries=8, max_bytes=100)
+        assert stretch.plan(("c",)) is Action.EAGER
+
+
+def test_the_calls_counted_per_key_are_bounded():
+    stretch = cpu_stretch(GraphMemory())
+    with limits(counted_keys=2):
+        for key in ("a", "b", "a", "c"):
+            stretch.plan((key,))
+        assert list(stretch.calls_by_key) == [("a",), ("c",)]
+
+
+def test_memory_evicts_the_least_recently_used_entry():
+    memory = GraphMemory()
+    stretch = cpu_stretch(memory)
+    old, new = entry(stretch, ("old",), 40), entry(stretch, ("new",), 40)
+    memory.add(old, max_entries=8, max_bytes=100)
+    memory.add(new, max_entries=8, max_bytes=100)
+    memory.begin_call()
+    memory.use(old)
+    memory.begin_call()
+    assert memory.make_room(40, max_entries=8, max_bytes=100)
+    assert list(stretch.entries) == [("old",)]
+    assert stretch.counts.evictions == 1
+    assert stretch.plan(("new",)) is not Action.REPLAY
+
+
+def test_memory_never_evicts_an_entry_used_in_the_current_call():
+    memory = GraphMemory()
+    stretch = cpu_stretch(memory)
+    used = entry(stretch, ("used",), 60)
+    memory.add(used, max_entries=8, max_bytes=100)
+    memory.begin_call()
+    memory.use(used)
+    assert not memory.make_room(60, max_entries=8, max_bytes=100)
+    assert not memory.add(entry(stretch, ("next",), 60), max_entries=8, max_bytes=100)
+    assert list(stretch.entries) == [("used",)]
+    memory.begin_call()
+    assert memory.add(entry(stretch, ("next",), 60), max_entries=8, max_bytes=100)
+    assert list(stretch.entries) == [("next",)] and memory.total_bytes == 60
+
+
+def test_memory_keeps_at_most_max_entries():
+    memory = GraphMemory()
+    stretch = cpu_stretch(memory)
+    for key in range(5):
+        memory.begin_call()
+        assert memory.add(entry(stretch, (key,), 1), max_entries=2, max_bytes=100)
+    assert list(stretch.entries) == [(3,), (4,)]
+
+
+def test_an_entry_larger_than_the_bound_is_not_kept():
+    memory = GraphMemory()
+    stretch = cpu_stretch(memory)
+    assert not memory.add(entry(stretch, ("huge",), 101), max_entries=8, max_bytes=100)
+    assert not stretch.entries and memory.total_bytes == 0
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def graph_log():
+    """The messages of ``runner/graphs.py``'s logger."""
+    records = Records()
+    graphs.log.addHandler(records)
+    try:
+        yield records.messages
+    finally:
+        graphs.log.removeHandler(records)
+
+
+@cpu_only
+def test_a_stretch_whose_capture_fails_runs_eagerly_from_then_on():
+    x = signed(16)
+    lowered = lowered_root(normalized_positives, x)
+    run_it = compile_with_cuda_graphs(lowered, straightline.generate, INTERPRETED)
+    (stretch,) = run_it.stretches
+    with limits(capture_after=1), graph_log() as messages:
+        for _ in range(3):
+            # The graph returns a list where the program returns a tuple.
+            assert same(tuple(run_it(x)), normalized_positives(x))
+    warnings = [m for m in messages if "cannot be captured" in m]
+    assert len(warnings) == 1 and stretch.__name__ in warnings[0]
+    assert stretch.uncapturable and stretch.counts.failures == 1
+    assert stretch.counts.eager_runs == 3 and not stretch.entries
+
+
+# When CUDA graphs are on.
+
+
+def test_cuda_graphs_follow_reduce_overhead_unless_set():
+    assert not graphs.wanted(None)
+    with config.patch({"triton.cudagraphs": True}):
+        assert graphs.wanted(None) and not graphs.wanted(False)
+    assert graphs.wanted(True)
+
+
+def test_cuda_graphs_are_in_the_artifacts_identity():
+    def uuid(device, cuda_graphs):
+        return caches.FxArtifactIdentity(device, "lowered", True, None, cuda_graphs).uuid()
+
+    assert uuid("cuda", True) != uuid("cuda", False) == uuid("cuda", None)
+    with config.patch({"triton.cudagraphs": True}):
+        assert uuid("cuda", None) == uuid("cuda", True)
+        assert uuid("cpu", None) == uuid("cpu", False), "the CPU mode never captures"
+
+
+def test_cuda_graphs_need_the_lowered_runner():
+    with pytest.raises(ValueError, match="needs runner='lowered'"):
+        with ifx.fx_backend(DEVICE, runner="graph", cuda_graphs=True):
+            pass
