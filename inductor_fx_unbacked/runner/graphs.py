@@ -15,7 +15,8 @@ calls before it run eagerly (first-call tuning happens there), and that call
 runs eagerly on the capture stream (warming cuBLAS there) before capturing.
 
 Each entry has a memory pool of its own: sharing a pool with a graph already
-freed trips an assert of the caching allocator. :class:`GraphMemory` keeps all
+freed trips an assert of the caching allocator. An evicted entry's pool goes
+back to the allocator, which frees it when it needs the memory. :class:`GraphMemory` keeps all
 entries within :attr:`Limits.max_entries` and :attr:`Limits.max_bytes`, evicting
 the least recently used, never one used in the current call (its outputs may
 still be read). A stretch whose capture fails runs eagerly from then on.
@@ -210,6 +211,8 @@ class CapturedStretch:
         self.memory = memory
         self.entries: dict[tuple[Any, ...], Entry] = {}
         self.calls_by_key: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        #: Keys whose capture did not fit in memory: they run eagerly.
+        self.unfit: set[tuple[Any, ...]] = set()
         #: Why this stretch runs eagerly for good (its capture failed), or None.
         self.uncapturable: str | None = None
         self.counts = StretchStats(_Made.count, name, launches)
@@ -239,7 +242,7 @@ class CapturedStretch:
             self.calls_by_key.popitem(last=False)
         if calls < LIMITS.capture_after or len(self.entries) >= LIMITS.keys_per_stretch:
             return Action.EAGER
-        return Action.CAPTURE
+        return Action.EAGER if key in self.unfit else Action.CAPTURE
 
     def replay(self, entry: Entry) -> tuple[Any, ...]:
         self.memory.use(entry)
@@ -276,6 +279,9 @@ class CapturedStretch:
         entry = Entry(self, key, graph, tuple(static_outputs), nbytes)
         if not self.memory.add(entry, LIMITS.max_entries, max_bytes):
             log.info("%s: a capture of %d bytes does not fit in %d", self, nbytes, max_bytes)
+            if len(self.unfit) >= LIMITS.counted_keys:
+                self.unfit.clear()
+            self.unfit.add(key)
         return outputs
 
     def stats(self) -> StretchStats:
@@ -358,19 +364,20 @@ def _capture(
     stream: Any, body: Callable[..., Any], inputs: tuple[Any, ...]
 ) -> tuple[Any, Any, int]:
     """A graph of ``body`` on ``inputs`` in a pool of its own, its outputs, and the
-    bytes its pool took."""
+    bytes its pool took. Unlike ``torch.cuda.graph``, this leaves the caching
+    allocator's cache as it is: emptying it would move the tensors of the calls
+    after this one, and with them their keys."""
     torch.cuda.synchronize()
-    torch.cuda.empty_cache()  # so that the reserved bytes grow by the new pool only
     before = torch.cuda.memory_reserved()
     graph = torch.cuda.CUDAGraph()
-    # The outer context puts the caller's stream back even where ending a failed
-    # capture raises before the inner one does.
     with torch.cuda.stream(stream):
-        with torch.cuda.graph(
-            graph,
-            pool=torch.cuda.graph_pool_handle(),
-            stream=stream,
-            capture_error_mode="thread_local",
-        ):
+        graph.capture_begin(torch.cuda.graph_pool_handle(), capture_error_mode="thread_local")
+        try:
             outputs = body(*inputs)
+        except BaseException:
+            # End the capture the error invalidated; the body's error says why.
+            with contextlib.suppress(Exception):
+                graph.capture_end()
+            raise
+        graph.capture_end()
     return graph, outputs, max(torch.cuda.memory_reserved() - before, 0)
