@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 import operator
 
 import pytest
 import torch
-from programs import CORPUS, CorpusProgram, fresh_copy, run
+from programs import CORPUS, CorpusProgram, data_dependent_dynamo, fresh_copy, run
 from torch._higher_order_ops import while_loop
 from torch._inductor import config
 
@@ -65,10 +66,7 @@ cpu_only = pytest.mark.skipif(GPU, reason="on a GPU, captures succeed: the GPU t
 
 @pytest.fixture(autouse=True)
 def dynamo_config():
-    with torch._dynamo.config.patch(
-        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
-    ):
-        torch._dynamo.reset()
+    with data_dependent_dynamo():
         yield
     graphs.release_all()
     ifx.disable()
@@ -458,22 +456,13 @@ def test_an_entry_larger_than_the_bound_is_not_kept():
     assert not stretch.entries and memory.total_bytes == 0
 
 
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 @contextlib.contextmanager
 def graph_log():
-    """The messages of ``runner/graphs.py``'s logger."""
-    records = Records()
+    """The records of ``runner/graphs.py``'s logger."""
+    records = logging.handlers.BufferingHandler(capacity=1000)
     graphs.log.addHandler(records)
     try:
-        yield records.messages
+        yield records.buffer
     finally:
         graphs.log.removeHandler(records)
 
@@ -484,11 +473,11 @@ def test_a_stretch_whose_capture_fails_runs_eagerly_from_then_on():
     lowered = lowered_root(normalized_positives, x)
     run_it = compile_with_cuda_graphs(lowered, straightline.generate, INTERPRETED)
     (stretch,) = run_it.stretches
-    with limits(capture_after=1), graph_log() as messages:
+    with limits(capture_after=1), graph_log() as records:
         for _ in range(3):
             # The graph returns a list where the program returns a tuple.
             assert same(tuple(run_it(x)), normalized_positives(x))
-    warnings = [m for m in messages if "cannot be captured" in m]
+    warnings = [r.getMessage() for r in records if "cannot be captured" in r.getMessage()]
     assert len(warnings) == 1 and stretch.__name__ in warnings[0]
     assert stretch.uncapturable and stretch.counts.failures == 1
     assert stretch.counts.eager_runs == 3 and not stretch.entries
@@ -743,13 +732,13 @@ def test_a_capture_that_fails_falls_back_and_leaves_cuda_usable():
     x = signed(64)
     bad = CapturedStretch("syncs", syncing, [True], 2)
     good = CapturedStretch("doubles", lambda x: (x * 2 + 1,), [True], 2)
-    with limits(capture_after=1), graph_log() as messages:
+    with limits(capture_after=1), graph_log() as records:
         for _ in range(2):
             assert same(bad(x), syncing(x))
         for _ in range(3):
             assert same(good(x), (x * 2 + 1,))
     assert bad.uncapturable and bad.counts.failures == 1 and bad.counts.eager_runs == 2
-    assert len([m for m in messages if "cannot be captured" in m]) == 1
+    assert len([r for r in records if "cannot be captured" in r.getMessage()]) == 1
     assert good.counts.captures == 1 and good.counts.replays == 2
 
 
