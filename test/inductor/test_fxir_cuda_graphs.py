@@ -26,7 +26,7 @@ import operator
 
 import pytest
 import torch
-from programs import CORPUS, CorpusProgram, data_dependent_dynamo, fresh_copy, run
+from programs import CORPUS, CorpusProgram, data_dependent_dynamo, fresh_copy, run, values
 from torch._higher_order_ops import while_loop
 from torch._inductor import config
 
@@ -50,7 +50,7 @@ from inductor_fx_unbacked.runner.graphs import (
     limits,
     stretch_key,
 )
-from inductor_fx_unbacked.runner.segments import CUDA, Capturable, Role
+from inductor_fx_unbacked.runner.segments import CUDA, VIEWS, Capturable, Role
 from inductor_fx_unbacked.runner.stretches import compile_with_cuda_graphs
 from inductor_fx_unbacked.runner.tuning import Launch
 
@@ -79,6 +79,12 @@ def normalized_positives(x):
     """A mask (a sync), then two reductions of what it kept."""
     kept = x[x > 0]
     return kept / kept.sum(), kept.amax()
+
+
+def normalized_positive_pairs(x):
+    """A result that is a view of a tensor made after the sync."""
+    kept = x[x > 0]
+    return (kept / kept.sum()).view(-1, 2).t(), kept.amax()
 
 
 def top_values(x, n):
@@ -208,12 +214,14 @@ def test_a_stretch_launches_at_least_two_kernels():
 
 
 @cpu_only
-def test_the_cpu_modes_launches_and_allocations_do_not_capture():
-    lowered = lowered_root(normalized_positives, signed(16))
+def test_the_cpu_modes_launches_allocations_and_extern_kernels_do_not_capture():
+    lowered = lowered_root(mlp_on_positive_rows, signed(8, 4), signed(4, 4, seed=1))
     assert segments.find_stretches(lowered.graph, CUDA) == []
     reasons = {kind(n): why for n, (role, why) in segments.roles(lowered.graph, CUDA).items()}
     assert reasons["empty"] == "allocates on cpu"
     assert reasons["launch"].endswith("does not capture")
+    # A CPU tensor would be read once, when captured.
+    assert reasons["mm"].endswith("reads a tensor not known to be on the device")
 
 
 def test_control_flow_and_nan_checks_end_stretches():
@@ -240,6 +248,40 @@ def test_branches_get_stretches_of_their_own():
     (stretch,) = run_it.stretches
     assert stretch.counts.launches == 4
     assert same(run_it(x, w), mlp_if_positive(x, w))
+
+
+def test_the_results_that_reach_the_graphs_output_are_the_ones_copied():
+    """A replay writes the graph's own memory: a result the graph returns is copied
+    out after it; one that later nodes only read is not."""
+    x, y = signed(64, 8, seed=1), signed(64, 8, positive=0.3, seed=2)
+    w = signed(8, 8, seed=3).requires_grad_()
+    captured = ifx.capture_fx_graphs(masked_mlp_loss, x, w, y, device=DEVICE, fullgraph=True)
+    forward = captured.graphs[0]
+    lowered = lowering.lower(forward, owned_kernels(forward))
+    run_it = compile_with_cuda_graphs(lowered, straightline.generate, CAPTURABLE)
+    returned = {}
+    for call in run_it.lowered.graph.nodes:
+        if isinstance(call.target, CapturedStretch):
+            for result in call.users:
+                copied = call.target.copied[result.args[1]]
+                returned[result.name] = (any(u.op == "output" for u in result.users), copied)
+    assert sorted(set(returned.values())) == [(False, False), (True, True)], returned
+
+
+def test_a_view_of_a_tensor_made_inside_is_made_again_after_the_stretch():
+    """A stretch returns whole tensors: copying one after a replay copies what its
+    views show."""
+    x = values(16, 6, seed=0, device=DEVICE)
+    lowered = lowered_root(normalized_positive_pairs, x)
+    run_it = compile_with_cuda_graphs(lowered, straightline.generate, CAPTURABLE)
+    (stretch,) = run_it.stretches
+    body_results = stretch.body.lowered.graph.output_node().args[0]
+    assert not any(kind(node) in ("as_strided", "_reinterpret_tensor") for node in body_results)
+    (call,) = [n for n in run_it.lowered.graph.nodes if n.target is stretch]
+    views = [user for result in call.users for user in result.users if user.target in VIEWS]
+    assert views and all(any(u.op == "output" for u in view.users) for view in views)
+    assert all(stretch.copied[view.args[0].args[1]] for view in views)
+    assert same(tuple(run_it(x)), normalized_positive_pairs(x))
 
 
 def test_a_warm_start_finds_the_stretches_a_cold_start_does():
@@ -294,6 +336,10 @@ REWRITTEN = {
         lambda: [(signed(16, positive=p),) for p in (0.3, 0.8, 0.3)],
     ),
     "top_values": (top_values, lambda: [(signed(16), torch.tensor([k])) for k in (3, 5, 3)]),
+    "normalized_positive_pairs": (
+        normalized_positive_pairs,
+        lambda: [(values(16, p, seed=p, device="cpu"),) for p in (6, 10, 6)],
+    ),
     "mlp_on_positive_rows": (
         mlp_on_positive_rows,
         lambda: [(signed(8, 4, positive=p), signed(4, 4, seed=1)) for p in (0.3, 0.8, 0.3)],
