@@ -58,7 +58,10 @@ class FxWrapperCodegen(WrapperFxCodegen):
 
     def captures(self) -> bool:
         """Whether the graphs compiled now replay CUDA graphs (``runner/graphs.py``)."""
-        return self.runner == "lowered" and graphs.wanted(self.cuda_graphs)
+        # A subgraph's stretches are made by the graph that holds it, in its branches.
+        if self.runner != "lowered" or self.is_subgraph:
+            return False
+        return graphs.wanted(self.cuda_graphs)
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)

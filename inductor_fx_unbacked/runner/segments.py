@@ -320,12 +320,15 @@ def is_stream(node: Node) -> bool:
 
 
 def is_host_value(node: Node) -> bool:
+    """Whether ``node`` computes on the host only: symbolic arithmetic, sizes,
+    dependency tokens, the stream."""
     target = node.target
     if target in lowering._PURE_TARGETS or target is aten._make_dep_token.default:
         return True
     if is_stream(node):
         return True
-    return getattr(target, "__module__", None) in ("_operator", "operator", "math")
+    operator_module = getattr(target, "__module__", None) in ("_operator", "operator", "math")
+    return operator_module and not _tensors(node)
 
 
 def returns_view(node: Node) -> bool:
