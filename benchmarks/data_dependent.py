@@ -7,7 +7,10 @@ Backends:
 - ``fx``: this package, default config, lowered runner (the default);
 - optional: ``fx-graph`` (this package running ``gm.forward``) and ``upstream-fx``
   (upstream's FX backend: overlay disabled, the four assert flags off,
-  ``compile_threads=1``, which it needs).
+  ``compile_threads=1``, which it needs); ``fx+cudagraphs`` (this package with
+  ``fx_backend(cuda_graphs=True)``: the stretches between host syncs replay CUDA
+  graphs) and ``python-reduce-overhead`` (the Python wrapper under
+  ``mode="reduce-overhead"``).
 
 Steady state: one process; every backend compiles its own copy of the program,
 then the backends are interleaved call by call (one timed call of each backend
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -45,7 +49,17 @@ from typing import Any
 
 from benchmarks import harness
 
-BACKENDS = ("eager", "python", "upstream-fx", "fx-graph", "fx")
+BACKENDS = (
+    "eager",
+    "python",
+    "upstream-fx",
+    "fx-graph",
+    "fx",
+    "fx+cudagraphs",
+    "python-reduce-overhead",
+)
+#: The FX configurations; the final fx-over-eager lines take each program's best.
+FX_CONFIGURATIONS = ("fx", "fx+cudagraphs")
 COMPILED = BACKENDS[1:]
 DEFAULT_BACKENDS = ("eager", "python", "fx")
 DEFAULT_COLD_BACKENDS = ("python", "fx")
@@ -83,6 +97,8 @@ def backend_context(backend: str, device: str):
             stack.enter_context(ifx.fx_backend(device, runner="graph"))
         elif backend == "fx":
             stack.enter_context(ifx.fx_backend(device))
+        elif backend == "fx+cudagraphs":
+            stack.enter_context(ifx.fx_backend(device, cuda_graphs=True))
         yield
 
 
@@ -100,7 +116,8 @@ def compiled_fn(program: Any, backend: str) -> Any:
     copy = types.FunctionType(
         fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
     )
-    return torch.compile(copy, fullgraph=True, dynamic=program.dynamic)
+    mode = "reduce-overhead" if backend == "python-reduce-overhead" else None
+    return torch.compile(copy, fullgraph=True, dynamic=program.dynamic, mode=mode)
 
 
 class TritonCompileCounter:
@@ -247,6 +264,7 @@ def steady_state(
     the results so far after each program.
     """
     from inductor_fx_unbacked.demo.programs import same, synchronize
+    from inductor_fx_unbacked.runner import graphs as cuda_graphs
 
     setup()
     results: dict[str, dict[str, Any]] = {}
@@ -261,6 +279,7 @@ def steady_state(
         entry: dict[str, Any] = {"backends": {}, "ratios": {}}
         results[program.name] = entry
         runners = {}
+        graphs_since = cuda_graphs.next_serial()
         for backend in args.backends:
             try:
                 with backend_context(backend, args.device):
@@ -312,6 +331,9 @@ def steady_state(
             entry["backends"][backend]["ms"] = median(values) * 1e3
         entry["ratios"] = paired_ratios(times)
         entry["samples"] = samples
+        if "fx+cudagraphs" in runners:
+            entry["cuda_graphs"] = [dataclasses.asdict(s) for s in cuda_graphs.stats(graphs_since)]
+        cuda_graphs.release_all()
         summary = {
             name: f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
             for name, r in entry["ratios"].items()
@@ -337,6 +359,9 @@ def paired_ratios(
         "python/eager": ("python", "eager"),
         "fx-graph/python": ("fx-graph", "python"),
         "upstream-fx/python": ("upstream-fx", "python"),
+        "fx+cudagraphs/eager": ("fx+cudagraphs", "eager"),
+        "fx+cudagraphs/python": ("fx+cudagraphs", "python"),
+        "python-reduce-overhead/eager": ("python-reduce-overhead", "eager"),
     }
     result = {}
     for name, (a, b) in pairs.items():
@@ -366,7 +391,13 @@ def method_lines(args: argparse.Namespace) -> list[str]:
             if "upstream-fx" in backends
             else ""
         )
-        + ".",
+        + ("; `fx+cudagraphs` (`cuda_graphs=True`)" if "fx+cudagraphs" in backends else "")
+        + (
+            '; `python-reduce-overhead` (`mode="reduce-overhead"`)'
+            if "python-reduce-overhead" in backends
+            else ""
+        )
+        + ". The fx-over-eager lines take each program's faster FX configuration.",
         "- Steady: backends interleaved call by call (order rotating), each call between two "
         "device synchronisations; ms = median per backend; ratio = median of the paired "
         "per-sample ratios, [95% bootstrap interval]; sampling stopped when every interval "
@@ -417,11 +448,14 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
                 flag = "" if cell["ok"] else " MISMATCH"
                 cells.append(f"{cell['ms']:.3f}{flag}" if "ms" in cell else f"n/a{flag}")
             ratio_cells = []
-            for name, sink in (("fx/python", over_python), ("fx/eager", over_eager)):
+            for name, sink in (("fx/python", over_python), ("fx/eager", [])):
                 r = entry["ratios"].get(name)
                 if r:
                     sink.append(r)
                 ratio_cells.append(ratio_text(r))
+            best = best_fx_over_eager(entry["ratios"])
+            if best:
+                over_eager.append(best)
             ratio_cells.append(ratio_text(entry["ratios"].get("python/eager")))
             table.append(
                 f"| {program.name} | "
@@ -500,6 +534,7 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
             )
     else:
         lines += ["", "Cold and new sizes: not measured in this run (`--skip-cold`)."]
+    lines += cuda_graph_lines(programs, steady)
 
     def geomean_line(name: str, entries: list[dict]) -> str:
         value = geomean([e["ratio"] for e in entries])
@@ -510,7 +545,6 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
     def plain(name: str, values: list[float]) -> str:
         return f"{name}: {geomean(values):.3f}" if values else f"{name}: not measured"
 
-    worst = max(light_over_python, key=lambda e: e["ratio"], default=None)
     lines += [
         "",
         f"{failures} failing or mismatching (program, backend) measurements.",
@@ -518,20 +552,62 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
         f"during its first calls on new sizes: {cold_compiles if cold else 'not measured'}.",
         "",
         geomean_line("geomean_steady_fx_over_python_wrapper", light_over_python),
-        "max_steady_fx_over_python_wrapper: "
-        + (
-            f"{worst['ratio']:.3f}  (95% interval [{worst['low']:.3f}, {worst['high']:.3f}])"
-            if worst
-            else "not measured"
-        ),
+        max_line("max_steady_fx_over_python_wrapper", light_over_python),
         geomean_line("geomean_heavy_fx_over_python_wrapper", heavy_over_python)
         if heavy_over_python
         else "geomean_heavy_fx_over_python_wrapper: not measured",
         plain("geomean_cold_fx_over_python_wrapper", cold_ratios),
         plain("geomean_new_sizes_fx_over_python_wrapper", new_ratios),
         geomean_line("geomean_steady_fx_over_eager", light_over_eager),
+        max_line("max_steady_fx_over_eager", light_over_eager),
         f"runtime_triton_compiles: {steady_compiles + cold_compiles}",
     ]
+    return lines
+
+
+def best_fx_over_eager(ratios: dict[str, Any]) -> dict[str, Any] | None:
+    """The paired ratio over eager of the program's fastest FX configuration."""
+    measured = [ratios[f"{fx}/eager"] for fx in FX_CONFIGURATIONS if f"{fx}/eager" in ratios]
+    return min(measured, key=lambda r: r["ratio"], default=None)
+
+
+def max_line(name: str, entries: list[dict]) -> str:
+    worst = max(entries, key=lambda e: e["ratio"], default=None)
+    if worst is None:
+        return f"{name}: not measured"
+    return f"{name}: {worst['ratio']:.3f}  (95% interval [{worst['low']:.3f}, {worst['high']:.3f}])"
+
+
+def cuda_graph_lines(programs: list[Any], steady: dict) -> list[str]:
+    """Per program, what the ``fx+cudagraphs`` backend's stretches did in steady state."""
+    rows = [
+        (p.name, steady[p.name]["cuda_graphs"])
+        for p in programs
+        if "cuda_graphs" in steady.get(p.name, {})
+    ]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## CUDA graphs (`fx+cudagraphs`)",
+        "",
+        "Stretches of device work between host syncs, and what they did over the whole "
+        "run: captures, replays, eager runs (calls before a key's capture, keys not "
+        "captured), failed captures, and the memory their captures held at the end.",
+        "",
+        "| prog | stretches | launches | captures | replays | eager runs | failures | MiB held |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, stretches in rows:
+        total = {
+            key: sum(s[key] for s in stretches)
+            for key in ("launches", "captures", "replays", "eager_runs", "failures", "bytes")
+        }
+        lines.append(
+            f"| {name} | {len(stretches)} | {total['launches']} | {total['captures']} | "
+            f"{total['replays']} | {total['eager_runs']} | {total['failures']} | "
+            f"{total['bytes'] / 2**20:.1f} |"
+        )
     return lines
 
 

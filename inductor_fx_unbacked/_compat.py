@@ -246,6 +246,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private(_AUTOTUNER, "_reload_kernel", checked_on="2.10 2.11 2.12", on="worker"),
     Private("torch._inductor.runtime.triton_heuristics:GridExpr", "eval_slow"),
     # Operators and bindings.
+    Private("torch._ops:OpOverload", "_schema", on="instance"),
     Private("torch.ops:aten", "_assert_scalar"),
     Private("torch.ops:aten", "_functional_assert_scalar"),
     Private("torch.ops:aten", "_make_dep_token"),
@@ -290,6 +291,11 @@ def while_loop_dense(*args: Any, **kwargs: Any) -> Any:
     from torch._higher_order_ops.while_loop import while_loop_dense as run
 
     return run(*args, **kwargs)
+
+
+def op_schema(op: torch._ops.OpOverload) -> torch.FunctionSchema:
+    """An operator overload's schema: its arguments and returns, with their aliasing."""
+    return op._schema
 
 
 def graph_root(graph: torch.fx.Graph) -> torch.fx.Node:

@@ -28,6 +28,7 @@ from ..artifact.kernels import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
 from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
+from ..runner import graphs
 from . import caches, graph_breaks, logs, overlay
 from .cpu_mode import interpreter_driver, require_interpreter
 from .recording import record_graphs
@@ -48,10 +49,19 @@ class FxWrapperCodegen(WrapperFxCodegen):
     #: How compiled graphs run (``inductor_fx_unbacked.runner``): ``"lowered"`` or
     #: ``"graph"`` (upstream's default, ``gm.forward``).
     runner: str = "lowered"
+    #: Whether the lowered runner replays CUDA graphs; None: under reduce-overhead.
+    cuda_graphs: bool | None = None
 
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """The callable that runs ``gm``; ``gm`` itself is left as it is."""
-        return runners.compile_graph(gm, self.runner)
+        return runners.compile_graph(gm, self.runner, cuda_graphs=self.captures())
+
+    def captures(self) -> bool:
+        """Whether the graphs compiled now replay CUDA graphs (``runner/graphs.py``)."""
+        # A subgraph's stretches are made by the graph that holds it, in its branches.
+        if self.runner != "lowered" or self.is_subgraph:
+            return False
+        return graphs.wanted(self.cuda_graphs)
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
@@ -78,7 +88,7 @@ class FxWrapperCodegen(WrapperFxCodegen):
         compiled = ShownGraphModule(gm, self.compile_graph(gm))
         logs.show_graph(compiled.source, compiled.__file__)
         if not V.graph.aot_mode:
-            caches.store_artifact(gm, self.runner, compiled.source)
+            caches.store_artifact(gm, self.runner, compiled.source, cuda_graphs=self.captures())
         return compiled, None
 
     def _convert(self) -> torch.fx.GraphModule:
@@ -129,13 +139,20 @@ class InterpreterFxWrapperCodegen(FxWrapperCodegen):
 
     converter_class = InterpreterFxConverter
 
+    def captures(self) -> bool:
+        return False  # Triton's interpreter launches nothing on a GPU
+
 
 RUNNERS = runners.RUNNERS
 
 
 @contextlib.contextmanager
 def fx_backend(
-    device: str | torch.device, *, runtime_asserts: bool = True, runner: str = "lowered"
+    device: str | torch.device,
+    *,
+    runtime_asserts: bool = True,
+    runner: str = "lowered",
+    cuda_graphs: bool | None = None,
 ) -> Iterator[None]:
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
@@ -160,10 +177,17 @@ def fx_backend(
     branches in Python (:func:`inductor_fx_unbacked.runner.lower`); ``"graph"``
     runs ``gm.forward`` as upstream does. Either way the graphs themselves, as
     ``capture_fx_graphs`` and ``recording_graphs`` return them, are the same.
+
+    ``cuda_graphs`` says whether the lowered runner captures the stretches of
+    device work between host syncs as CUDA graphs and replays them
+    (``runner/graphs.py``); None (the default) does where the graph is compiled
+    under ``mode="reduce-overhead"``. Never in the CPU mode.
     """
     device = device_type(device)
     if runner not in RUNNERS:
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
+    if cuda_graphs and runner != "lowered":
+        raise ValueError(f"fx_backend(cuda_graphs=True) needs runner='lowered', not {runner!r}")
     if device == "cpu":
         require_interpreter()
         overlay.fix_interpreter()
@@ -174,7 +198,9 @@ def fx_backend(
             stack.callback(overlay.disable)
         stack.callback(_restore_registration(device))
         codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
-        register_fx_wrapper(device, codegen, runner=runner, runtime_asserts=runtime_asserts)
+        register_fx_wrapper(
+            device, codegen, runner=runner, runtime_asserts=runtime_asserts, cuda_graphs=cuda_graphs
+        )
         if device == "cpu":
             stack.enter_context(config.patch(cpu_backend="triton"))
             stack.enter_context(interpreter_driver())
@@ -184,19 +210,24 @@ def fx_backend(
 
 
 def register_fx_wrapper(
-    device: str, codegen: type[FxWrapperCodegen], *, runner: str, runtime_asserts: bool
+    device: str,
+    codegen: type[FxWrapperCodegen],
+    *,
+    runner: str,
+    runtime_asserts: bool,
+    cuda_graphs: bool | None = None,
 ) -> None:
-    """Register ``codegen`` (with ``runner`` and ``runtime_asserts``) as ``device``'s JIT
-    and ``fx_wrapper`` codegen, keeping the device's scheduling and C++ wrapper, and
-    its artifact identity as the device's custom backend pass (``caches.py``)."""
-    if not runtime_asserts or runner != codegen.runner:
-        options = {"runtime_asserts": runtime_asserts, "runner": runner}
+    """Register ``codegen`` (with ``runner``, ``runtime_asserts`` and ``cuda_graphs``) as
+    ``device``'s JIT and ``fx_wrapper`` codegen, keeping the device's scheduling and C++
+    wrapper, and its artifact identity as the device's custom backend pass (``caches.py``)."""
+    if not runtime_asserts or runner != codegen.runner or cuda_graphs is not None:
+        options = {"runtime_asserts": runtime_asserts, "runner": runner, "cuda_graphs": cuda_graphs}
         codegen = type(codegen.__name__, (codegen,), options)
     previous = common.device_codegens[device]
     # The artifact's identity goes into Inductor's and AOTAutograd's cache
     # keys through the device's custom backend pass (caches.py).
     identity = caches.FxArtifactIdentity(
-        device, runner, runtime_asserts, common.custom_backend_passes.get(device)
+        device, runner, runtime_asserts, common.custom_backend_passes.get(device), cuda_graphs
     )
     common.register_backend_for_device(
         device,

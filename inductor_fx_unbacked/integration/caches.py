@@ -42,6 +42,7 @@ from .._compat import CustomBackendPass
 from ..artifact import store
 from ..artifact.identity import artifact_identity
 from ..artifact.store import ArtifactNotStored
+from ..runner import graphs
 from . import logs, overlay
 from .recording import record_graphs, recording
 
@@ -55,11 +56,19 @@ class FxArtifactIdentity(CustomBackendPass):
     if any) and otherwise leaves the graph alone.
     """
 
-    def __init__(self, device: str, runner: str, runtime_asserts: bool, wrapped: Any) -> None:
+    def __init__(
+        self,
+        device: str,
+        runner: str,
+        runtime_asserts: bool,
+        wrapped: Any,
+        cuda_graphs: bool | None = None,
+    ) -> None:
         self.device = device
         self.runner = runner
         self.runtime_asserts = runtime_asserts
         self.wrapped = wrapped
+        self.cuda_graphs = cuda_graphs
 
     def __call__(self, graph: Any) -> None:
         if self.wrapped is not None:
@@ -83,6 +92,10 @@ class FxArtifactIdentity(CustomBackendPass):
             interpreted=self.device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1",
             runner=self.runner,
             runtime_asserts=self.runtime_asserts,
+            # What the callable replays is decided at compile time and stored with it.
+            cuda_graphs=self.device == "cuda"
+            and self.runner == "lowered"
+            and graphs.wanted(self.cuda_graphs),
             # Disabled inside fx_backend, upstream's converter writes the graph.
             overlay=overlay.is_enabled(),
             wrapped=wrapped_uuid,
@@ -93,8 +106,9 @@ def _artifact_path(digest: str) -> str:
     return os.path.join(cache_dir(), "inductor_fx_unbacked", digest[:2], f"{digest}.fxa")
 
 
-def store_artifact(gm: Any, runner: str, shown_source: str) -> None:
-    """Give Inductor the module that its caches store for the handed-out graph ``gm``.
+def store_artifact(gm: Any, runner: str, shown_source: str, *, cuda_graphs: bool = False) -> None:
+    """Give Inductor the module that its caches store for the handed-out graph ``gm``,
+    whose callable replays CUDA graphs if ``cuda_graphs`` (as the cold one does).
 
     A graph that cannot be stored gets a module that is a cache miss when loaded
     (:class:`ArtifactNotStored`), so it is compiled again, never served wrong.
@@ -103,7 +117,7 @@ def store_artifact(gm: Any, runner: str, shown_source: str) -> None:
         data = store.dumps(gm, runner)
         digest = hashlib.sha256(data).hexdigest()
         write_atomic(_artifact_path(digest), data, make_dirs=True)
-        source = _artifact_module(shown_source, digest)
+        source = _artifact_module(shown_source, digest, cuda_graphs)
     except (ArtifactNotStored, OSError) as e:
         log.info("Not storing the FX artifact in Inductor's caches: %s", e)
         source = unstorable_artifact_source(str(e))
@@ -111,13 +125,13 @@ def store_artifact(gm: Any, runner: str, shown_source: str) -> None:
     V.graph.cache_key, V.graph.cache_path, V.graph.cache_linemap = key, path, []
 
 
-def _artifact_module(shown_source: str, digest: str) -> str:
+def _artifact_module(shown_source: str, digest: str, cuda_graphs: bool) -> str:
     shown = "\n".join(f"# {line}" if line else "#" for line in shown_source.splitlines())
     return (
         "# An FX artifact of inductor-fx-unbacked. What a cold compile showed:\n"
         f"{shown}\n\n"
         "from inductor_fx_unbacked.integration.caches import load_artifact\n"
-        f"call = load_artifact({digest!r}, __file__)\n"
+        f"call = load_artifact({digest!r}, __file__, cuda_graphs={cuda_graphs!r})\n"
     )
 
 
@@ -130,8 +144,9 @@ def unstorable_artifact_source(reason: str) -> str:
     )
 
 
-def load_artifact(digest: str, module_path: str) -> Any:
-    """Restore the FX artifact stored under ``digest`` and return its ``call(args)``.
+def load_artifact(digest: str, module_path: str, cuda_graphs: bool = False) -> Any:
+    """Restore the FX artifact stored under ``digest`` and return its ``call(args)``,
+    replaying CUDA graphs if ``cuda_graphs``.
 
     An artifact that cannot be restored is a cache miss (``ArtifactNotStored``): the
     program compiles again instead of failing; a missing or damaged file says so in
@@ -158,7 +173,7 @@ def load_artifact(digest: str, module_path: str) -> Any:
         )
         raise ArtifactNotStored(f"the FX artifact could not be restored: {e}") from e
     record_graphs(loaded.graphs)
-    run = runners.compile_graph(loaded.gm, loaded.runner)
+    run = runners.compile_graph(loaded.gm, loaded.runner, cuda_graphs=cuda_graphs)
     logs.show_graph(logs.graph_source(loaded.gm, run), module_path)
 
     def call(args: list[Any]) -> Any:

@@ -20,10 +20,14 @@ from .straightline import compile_lowered
 RUNNERS = ("lowered", "graph")
 
 
-def compile_graph(gm: torch.fx.GraphModule, runner: str) -> Callable[..., Any]:
-    """The callable that runs ``gm`` with ``runner``; ``gm`` itself is left as it is."""
+def compile_graph(
+    gm: torch.fx.GraphModule, runner: str, *, cuda_graphs: bool = False
+) -> Callable[..., Any]:
+    """The callable that runs ``gm`` with ``runner``; ``gm`` itself is left as it is.
+    ``cuda_graphs`` replays the lowered runner's stretches between host syncs as
+    CUDA graphs (``graphs.py``); the ``"graph"`` runner has none."""
     if runner == "lowered":
-        return compile_lowered(gm)
+        return compile_lowered(gm, cuda_graphs=cuda_graphs)
     if runner != "graph":
         raise ValueError(f"unknown runner {runner!r}; the runners are {RUNNERS}")
     owned = owned_kernels(gm)

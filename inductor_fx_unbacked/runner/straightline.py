@@ -43,6 +43,7 @@ from ..artifact.facts import ValueKind, value_kind
 from ..artifact.kernels import owned_kernels
 from . import lowering
 from .checks import SCALAR, Check
+from .stretches import compile_with_cuda_graphs
 from .tuning import Launch
 
 aten = torch.ops.aten
@@ -70,11 +71,15 @@ def is_symbolic(node: torch.fx.Node) -> bool:
     return value_kind(node).is_scalar
 
 
-def compile_lowered(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+def compile_lowered(gm: torch.fx.GraphModule, *, cuda_graphs: bool = False) -> Callable[..., Any]:
     """The callable the FX backend runs for ``gm``: straight-line Python, launching
     the kernels that ``gm`` owns (or, for a graph this package did not hand out,
-    what the side table holds now)."""
-    return generate(lowering.lower(gm, owned_kernels(gm)))
+    what the side table holds now). With ``cuda_graphs``, the stretches between
+    host syncs replay CUDA graphs (``stretches.py``)."""
+    lowered = lowering.lower(gm, owned_kernels(gm))
+    if cuda_graphs:
+        return compile_with_cuda_graphs(lowered, generate)
+    return generate(lowered)
 
 
 def generate(lowered: torch.fx.GraphModule) -> Callable[..., Any]:

@@ -9,9 +9,10 @@ differential corpus test (``test_corpus.py``) and the GPU stress run
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -29,6 +30,17 @@ class CorpusProgram:
 
 
 CORPUS: list[CorpusProgram] = []
+
+
+@contextlib.contextmanager
+def data_dependent_dynamo() -> Iterator[None]:
+    """Dynamo keeps ``.item()`` and data-dependent shapes in the graph, its caches
+    fresh and roomy enough for the corpus's inputs."""
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True, cache_size_limit=64
+    ):
+        torch._dynamo.reset()
+        yield
 
 
 def fresh_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
