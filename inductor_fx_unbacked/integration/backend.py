@@ -23,6 +23,7 @@ from torch._inductor.codegen.common import FileBackedGraphModule
 from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 from torch._inductor.virtualized import V
 
+from .. import _compat
 from .. import runner as runners
 from ..artifact.kernels import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
@@ -31,6 +32,7 @@ from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
 from . import caches, logs, overlay
 from .cpu_mode import interpreter_driver, require_interpreter
 from .recording import record_graphs
+from .sharing import BackendOptions, holding
 
 SUPPORTED_DEVICES = ("cuda", "cpu")
 log = logging.getLogger(__name__)
@@ -140,12 +142,18 @@ def fx_backend(
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
     Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
-    and the ``fx_wrapper`` slot (``aot_compile(..., options={"fx_wrapper": True})``)
-    of the device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton
-    kernels run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"``
-    inside the context only, and ``TRITON_INTERPRET=1`` must have been set before
-    Triton was imported. On exit, the previous registration, config, Triton
-    driver and overlay state are restored, also when the body raises.
+    and the ``fx_wrapper`` slot (``aot_compile(..., fx_wrapper=True)``) of the
+    device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton kernels
+    run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"`` inside the
+    context only, and ``TRITON_INTERPRET=1`` must have been set before Triton was
+    imported.
+
+    The registration, the overlay and Triton's driver are process-wide, and shared
+    by reference count (``sharing.py``): threads inside ``fx_backend`` with the same
+    options share them, the last one to leave restores the previous registration,
+    config, driver and overlay state (also when the body raises), and a thread
+    asking for other options for a device that another thread holds gets
+    :class:`FxBackendConflictError`. One thread may nest other options.
 
     Runtime checks (value ranges of unbacked symbols, ``torch._check``, output
     size/stride and alignment) are FX nodes tagged ``meta["runtime_assert"]``;
@@ -161,24 +169,32 @@ def fx_backend(
     runs ``gm.forward`` as upstream does. Either way the graphs themselves, as
     ``capture_fx_graphs`` and ``recording_graphs`` return them, are the same.
     """
-    device = device_type(device)
+    options = BackendOptions(device_type(device), runner, runtime_asserts)
     if runner not in RUNNERS:
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
-    if device == "cpu":
+    if options.device == "cpu":
         require_interpreter()
         overlay.fix_interpreter()
-    common.init_backend_registration()
     with contextlib.ExitStack() as stack:
-        if not overlay.is_enabled():
-            overlay.enable()
-            stack.callback(overlay.disable)
-        stack.callback(_restore_registration(device))
-        codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
-        register_fx_wrapper(device, codegen, runner=runner, runtime_asserts=runtime_asserts)
-        if device == "cpu":
+        stack.enter_context(holding(options, _apply_process_wide))
+        if options.device == "cpu" and _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
             stack.enter_context(config.patch(cpu_backend="triton"))
-            stack.enter_context(interpreter_driver())
         yield
+
+
+def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> None:
+    """Register the FX wrapper codegen of ``options`` and, for the CPU mode, make
+    Triton's interpreter the driver; ``undo`` puts back what was there."""
+    common.init_backend_registration()
+    undo.callback(_restore_registration(options.device))
+    codegen = FxWrapperCodegen if options.device == "cuda" else InterpreterFxWrapperCodegen
+    register_fx_wrapper(
+        options.device, codegen, runner=options.runner, runtime_asserts=options.runtime_asserts
+    )
+    if options.device == "cpu":
+        if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
+            undo.enter_context(config.patch(cpu_backend="triton"))
+        undo.enter_context(interpreter_driver())
 
 
 def register_fx_wrapper(

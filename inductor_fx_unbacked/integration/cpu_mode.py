@@ -29,6 +29,7 @@ import copy
 import functools
 import os
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -241,6 +242,29 @@ def converting_floats(original: F) -> F:
         return original(arg)
 
     return _implicit_cvt
+
+
+#: Held by every interpreted launch (and TTIR generation) in the process.
+_interpreter_lock = threading.RLock()
+
+
+def one_at_a_time(original: F) -> F:
+    """Wrap an interpreted launch (``GridExecutor.__call__``), or anything that reads
+    ``triton.language`` as Triton defines it (``generate_ttir``), so that one runs at
+    a time in the process.
+
+    A launch patches ``triton.language`` and keeps the program id in the interpreter's
+    module globals until it returns; two threads launching at once read each other's
+    program ids and undo each other's patches (``x >= grid_dim[0]``, "Did you forget
+    to add @triton.jit ?").
+    """
+
+    @functools.wraps(original)
+    def serialized(*args: Any, **kwargs: Any) -> Any:
+        with _interpreter_lock:
+            return original(*args, **kwargs)
+
+    return serialized  # type: ignore[return-value]
 
 
 # User kernels.

@@ -255,6 +255,7 @@ _interpreter_saved: dict[tuple[Any, str], Any] = {}
 
 def interpreter_patches() -> list[Patch]:
     """The fixes the CPU mode needs in the installed Triton's interpreter."""
+    from torch._higher_order_ops import triton_kernel_wrap
     from triton.runtime import autotuner as triton_autotuner
     from triton.runtime import interpreter as triton_interpreter
 
@@ -274,6 +275,11 @@ def interpreter_patches() -> list[Patch]:
             triton_autotuner.Autotuner,
             triton_autotuner.Heuristics,
         )
+    ]
+    # One interpreted launch at a time.
+    table += [
+        wrap(triton_interpreter.GridExecutor, cpu_mode.one_at_a_time, "__call__"),
+        wrap(triton_kernel_wrap, cpu_mode.one_at_a_time, "generate_ttir"),
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))
