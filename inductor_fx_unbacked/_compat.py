@@ -284,6 +284,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private(
         "triton.runtime.interpreter", "_patch_lang_tensor", checked_on="Triton 3.6 3.7 3.8 3.9"
     ),
+    Private("triton.runtime.interpreter", "_patch_lang", checked_on="Triton 3.6 3.9"),
 )
 
 

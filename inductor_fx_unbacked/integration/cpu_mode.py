@@ -267,6 +267,32 @@ def one_at_a_time(original: F) -> F:
     return serialized  # type: ignore[return-value]
 
 
+def restoring_lang_patches(call: F) -> F:
+    """Wrap ``InterpretedFunction.__call__`` (a device function that a kernel calls,
+    such as ``tl.sum``) so that its patches of ``triton.language`` end with the call.
+
+    Triton patches the builtins of the language modules the function sees and drops
+    the scope that would undo that. A kernel sees ``triton.language``, which its
+    launch restores; Triton's own helpers see ``triton.language.core``, which then
+    stays patched for the process, and a later user kernel's TTIR (Inductor's
+    mutation analysis) fails with "'ir.value' object has no attribute 'dtype'" and
+    the kernel's mutations are guessed (docs/upstream.md). Patching the same
+    modules before the call and undoing that after it puts back what was there
+    before.
+    """
+    from triton.runtime import interpreter
+
+    @functools.wraps(call)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            scope.restore()
+
+    return __call__  # type: ignore[return-value]
+
+
 # User kernels.
 
 _twins: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

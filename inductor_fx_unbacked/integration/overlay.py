@@ -276,10 +276,11 @@ def interpreter_patches() -> list[Patch]:
             triton_autotuner.Heuristics,
         )
     ]
-    # One interpreted launch at a time.
+    # One interpreted launch at a time; device functions undo their patches.
     table += [
         wrap(triton_interpreter.GridExecutor, cpu_mode.one_at_a_time, "__call__"),
         wrap(triton_kernel_wrap, cpu_mode.one_at_a_time, "generate_ttir"),
+        wrap(triton_interpreter.InterpretedFunction, cpu_mode.restoring_lang_patches, "__call__"),
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))
