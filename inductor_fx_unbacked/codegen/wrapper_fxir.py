@@ -125,7 +125,10 @@ def converting_constant_buffers(generate_buffer: F) -> F:
     expression. Upstream interprets every one as a symbolic expression, which
     fails on the constants; the Python wrapper prints the expression, so a
     constant comes back as a Python constant and an expression as the value of
-    its symbols (upstream's conversion). Every other buffer is upstream's.
+    its symbols (upstream's conversion). An expression over a symbol that no
+    line defined (Inductor dropped the definition, as of a ``torch.cond``
+    predicate from an ``.item()``) is a ``NameError`` naming it. Every other
+    buffer is upstream's.
     """
 
     @functools.wraps(generate_buffer)
@@ -144,7 +147,17 @@ def converting_constant_buffers(generate_buffer: F) -> F:
                 f"graph output {node!r}: expected an int, a bool or a sympy expression, "
                 f"got {type(expr).__name__}"
             )
-        return generate_buffer(self, node)
+        try:
+            return generate_buffer(self, node)
+        except KeyError as e:
+            symbol = e.args[0] if e.args else None
+            if not isinstance(symbol, sympy.Symbol) or symbol in self.expr_to_proxy:
+                raise
+            raise NameError(
+                f"cannot convert {expr} to FX: no line of the wrapper code defines {symbol} "
+                "before this use (where Inductor drops a definition, its Python wrapper "
+                f"fails the same way: name '{symbol}' is not defined)"
+            ) from e
 
     return _generate_buffer
 
