@@ -112,8 +112,9 @@ def patches() -> list[Patch]:
         replace(FxConverter, kernels._generate_kernel_call),
         # Fake values for meta["val"] leave no pending unbacked symbols behind.
         wrap(FxConverter, fx.ignoring_fresh_unbacked_symbols, "generate"),
-        # Symbolic arguments of extern kernels and fallbacks, as nodes.
-        wrap(FxConverter, fx.materializing_symbolic_args, "_generate_extern_kernel_common"),
+        # Symbolic arguments of extern kernels and fallbacks, as nodes; a fallback's
+        # keyword arguments.
+        wrap(FxConverter, fx.converting_extern_kernel_args, "_generate_extern_kernel_common"),
         wrap(FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call"),
         # Outputs nested in lists.
         replace(FxConverter, fx._generate_multi_output),
