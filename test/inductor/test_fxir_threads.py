@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 from torch._inductor import config
 from torch._inductor.codegen import common
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.artifact.kernels import owned_kernels
 from inductor_fx_unbacked.demo.programs import signed
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -85,13 +85,8 @@ def registration(device: str = DEVICE):
 
 
 def kernel_names(graphs) -> set[str]:
-    names = set()
-    for gm in graphs:
-        for node in gm.graph.nodes:
-            if node.target is torch.ops.higher_order.triton_kernel_wrapper_mutation:
-                kernel = kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
-                names.add(getattr(kernel, "__name__", None) or kernel.fn.__name__)
-    return names
+    """The names of the Triton kernels that the graphs own."""
+    return {source.kernel_name for gm in graphs for source in owned_kernels(gm).sources().values()}
 
 
 def defines_a_symbol(gm: torch.fx.GraphModule) -> bool:
@@ -139,23 +134,22 @@ def test_two_threads_compile_different_programs_at_the_same_time():
     recorded: dict[str, list[torch.fx.GraphModule]] = {}
     codegens: dict[str, object] = {}
 
+    def compile_beside_the_other(name, program):
+        both_inside.wait()
+        codegens[name] = common.device_codegens[DEVICE]
+        assert config.cpu_backend == ("triton" if DEVICE == "cpu" else before[2])
+        compile_and_check(program)
+        both_compiled.wait()
+
     def first():
         with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
-            both_inside.wait()
-            codegens["first"] = common.device_codegens[DEVICE]
-            assert config.cpu_backend == ("triton" if DEVICE == "cpu" else before[2])
-            compile_and_check(masked_sines)
-            both_compiled.wait()
+            compile_beside_the_other("first", masked_sines)
         recorded["first"] = graphs
         first_left.set()
 
     def second():
         with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
-            both_inside.wait()
-            codegens["second"] = common.device_codegens[DEVICE]
-            assert config.cpu_backend == ("triton" if DEVICE == "cpu" else before[2])
-            compile_and_check(counted_cosines)
-            both_compiled.wait()
+            compile_beside_the_other("second", counted_cosines)
             assert first_left.wait(TIMEOUT_S)
             # The other thread has left; this one still compiles with the backend.
             assert ifx.is_enabled()
