@@ -49,8 +49,16 @@ def traced_once_in_the_main_thread():
 @pytest.fixture(autouse=True)
 def fresh_state():
     # Where configs are process-wide (torch 2.10) the threads see this patch; where
-    # they are per thread, each thread sets its own (``compiling_thread``).
-    with torch._dynamo.config.patch(**DYNAMO_CONFIG):
+    # they are per thread, each thread sets its own (``compiling_thread``). Dynamo
+    # patches ``assume_static_by_default`` around each call of a function compiled
+    # with ``dynamic=``; on 2.10 two threads' patches interleave and can leave it
+    # changed for the process (docs/upstream.md), so it is put back for later tests.
+    dynamo = torch._dynamo.config
+    with dynamo.patch(
+        **DYNAMO_CONFIG,
+        assume_static_by_default=dynamo.assume_static_by_default,
+        automatic_dynamic_shapes=dynamo.automatic_dynamic_shapes,
+    ):
         torch._dynamo.reset()
         yield
     torch._dynamo.reset()
