@@ -10,6 +10,7 @@ differential corpus test (``test_corpus.py``) and the GPU stress run
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +75,35 @@ def program(
         return fn
 
     return register
+
+
+def one_line(error):
+    """An exception as the one line that an xfail or skip reason shows."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first[:200]}"
+
+
+def expect_inductor_limit(program, path, fx_error, reference_error):
+    """xfail, naming the FX path, where its error is the program's declared Inductor
+    limit and Inductor's own wrapper fails with its own error for it; else return,
+    and the caller raises the FX path's error."""
+    limit = program.inductor_limit
+    if limit is None or reference_error is None:
+        return
+    fx_match = re.search(limit.fx_error, f"{type(fx_error).__name__}: {fx_error}")
+    reference_match = re.search(
+        limit.reference_error, f"{type(reference_error).__name__}: {reference_error}"
+    )
+    if fx_match and reference_match:
+        reference = one_line(reference_error)
+        if reference_match[0] not in reference:
+            reference += f" (... {reference_match[0]})"
+        import pytest
+
+        pytest.xfail(
+            f"{path} fails: {one_line(fx_error)}. Inductor's limit ({limit.reason}): its "
+            f"own wrapper fails too: {reference}"
+        )
 
 
 def values(n: int, positive: int, seed: int, device: str) -> torch.Tensor:

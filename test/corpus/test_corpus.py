@@ -21,7 +21,7 @@ import re
 
 import pytest
 import torch
-from programs import CORPUS, fresh_copy, run
+from programs import CORPUS, expect_inductor_limit, fresh_copy, one_line, run
 from torch._inductor.codegen.wrapper_fxir import FxConverter
 
 import inductor_fx_unbacked as ifx
@@ -56,12 +56,6 @@ def recording_definitions():
         FxConverter.generate = generate
 
 
-def one_line(error):
-    """An exception as the one line that an xfail or skip reason shows."""
-    first = (str(error).strip().splitlines() or [""])[0]
-    return f"{type(error).__name__}: {first[:200]}"
-
-
 def python_wrapper(program, inputs, dynamic):
     """The Python wrapper's results, or its error; on CPU with the CPU mode's
     Triton kernels, so that only the wrapper differs."""
@@ -72,23 +66,6 @@ def python_wrapper(program, inputs, dynamic):
             return results(program, fn, inputs)
     except Exception as e:  # noqa: BLE001 - the reference's own failure, reported by name
         return e
-
-
-def expect_inductor_limit(program, path, fx_error, reference_error):
-    """xfail, naming the FX path, where its error is the program's declared Inductor
-    limit and Inductor's own wrapper fails with its own error for it; else return,
-    and the caller raises the FX path's error."""
-    limit = program.inductor_limit
-    if (
-        limit is not None
-        and re.search(limit.fx_error, f"{type(fx_error).__name__}: {fx_error}")
-        and reference_error is not None
-        and re.search(limit.reference_error, f"{type(reference_error).__name__}: {reference_error}")
-    ):
-        pytest.xfail(
-            f"{path} fails: {one_line(fx_error)}. Inductor's limit ({limit.reason}): its "
-            f"own wrapper fails too: {one_line(reference_error)}"
-        )
 
 
 @pytest.mark.parametrize(
