@@ -184,7 +184,8 @@ def fx_backend(
 
 def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> None:
     """Register the FX wrapper codegen of ``options`` and, for the CPU mode, make
-    Triton's interpreter the driver; ``undo`` puts back what was there."""
+    Triton's interpreter the driver (and set ``cpu_backend`` where Inductor's config
+    is process-wide); ``undo`` puts back what was there."""
     common.init_backend_registration()
     undo.callback(_restore_registration(options.device))
     codegen = FxWrapperCodegen if options.device == "cuda" else InterpreterFxWrapperCodegen
