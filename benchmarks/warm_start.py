@@ -57,7 +57,7 @@ def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     # wrapper would import them inside its first compile).
     import torch._inductor.compile_fx  # noqa: F401
 
-    import inductor_fx_unbacked.api  # noqa: F401
+    import inductor_fx_unbacked.integration.backend  # noqa: F401
 
     program = BY_NAME[name]
     first, _ = program.inputs(device, n)
