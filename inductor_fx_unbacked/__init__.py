@@ -30,6 +30,7 @@ _LAZY = {
     "capture_fx_graphs": "integration.capture",
     "NoUnbackedSymbolWarning": "integration.graph_breaks",
     "fx_backend": "integration.backend",
+    "FxBackendConflictError": "integration.sharing",
     "recording_graphs": "integration.recording",
     "strip_runtime_asserts": "codegen.fx_checks",
     "InterpreterNotEnabledError": "integration.cpu_mode",

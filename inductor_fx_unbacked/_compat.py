@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import threading
 from typing import Any
 
 import torch
@@ -129,6 +130,22 @@ def _triton_interpreter_index_needs_squeeze() -> bool:
 
 
 TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE = _triton_interpreter_index_needs_squeeze()
+
+
+# Inductor's and Dynamo's configs. On torch 2.10 a value set (``config.patch``) in
+# one thread is seen by every thread; on 2.13 and 2.15 (checked) each thread sees
+# only what it set itself, and a new thread starts from the defaults.
+def _config_is_per_thread() -> bool:
+    other = "cpp" if config.cpu_backend == "triton" else "triton"
+    seen = []
+    with config.patch(cpu_backend=other):
+        thread = threading.Thread(target=lambda: seen.append(config.cpu_backend))
+        thread.start()
+        thread.join()
+    return seen != [other]
+
+
+INDUCTOR_CONFIG_IS_PER_THREAD = _config_is_per_thread()
 
 
 # A device's custom backend pass (``register_backend_for_device``), whose uuid is
@@ -267,6 +284,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private(
         "triton.runtime.interpreter", "_patch_lang_tensor", checked_on="Triton 3.6 3.7 3.8 3.9"
     ),
+    Private("triton.runtime.interpreter", "_patch_lang", checked_on="Triton 3.6 3.9"),
 )
 
 

@@ -64,3 +64,33 @@ def test_interpreter_benchmark_times_one_run():
     calls = []
     timings = run_once_benchmark(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8))
     assert calls == [1] and len(timings) == 3 and all(t >= 0 for t in timings)
+
+
+@interpreting
+def test_a_device_function_leaves_triton_language_as_it_was():
+    """``tl.sum`` is a device function of Triton's own; the interpreter patches the
+    language modules it sees for the call, and the CPU mode undoes that afterwards,
+    so that later compiles (a user kernel's TTIR) see ``triton.language`` intact."""
+    import triton
+    import triton.language as tl
+
+    from inductor_fx_unbacked.integration import overlay
+
+    overlay.fix_interpreter()
+
+    @triton.jit
+    def row_sums(x_ptr, out_ptr, N: tl.constexpr):
+        row = tl.program_id(0)
+        tl.store(out_ptr + row, tl.sum(tl.load(x_ptr + row * N + tl.arange(0, N)), 0))
+
+    modules = (tl, tl.core)
+    before = [dict(vars(module)) for module in modules]
+    x = torch.randn(3, 8)
+    out = torch.empty(3)
+    row_sums[(3,)](x, out, N=8)
+    torch.testing.assert_close(out, x.sum(1))
+    for module, values in zip(modules, before):
+        changed = sorted(
+            name for name, value in vars(module).items() if values.get(name) is not value
+        )
+        assert not changed, f"{module.__name__}: {len(changed)} names still patched: {changed[:5]}"

@@ -125,7 +125,10 @@ def converting_constant_buffers(generate_buffer: F) -> F:
     expression. Upstream interprets every one as a symbolic expression, which
     fails on the constants; the Python wrapper prints the expression, so a
     constant comes back as a Python constant and an expression as the value of
-    its symbols (upstream's conversion). Every other buffer is upstream's.
+    its symbols (upstream's conversion). An expression over a symbol that no
+    line defined (Inductor dropped the definition, as of a ``torch.cond``
+    predicate from an ``.item()``) is a ``NameError`` naming it. Every other
+    buffer is upstream's.
     """
 
     @functools.wraps(generate_buffer)
@@ -144,7 +147,17 @@ def converting_constant_buffers(generate_buffer: F) -> F:
                 f"graph output {node!r}: expected an int, a bool or a sympy expression, "
                 f"got {type(expr).__name__}"
             )
-        return generate_buffer(self, node)
+        try:
+            return generate_buffer(self, node)
+        except KeyError as e:
+            symbol = e.args[0] if e.args else None
+            if not isinstance(symbol, sympy.Symbol) or symbol in self.expr_to_proxy:
+                raise
+            raise NameError(
+                f"cannot convert {expr} to FX: no line of the wrapper code defines {symbol} "
+                "before this use (where Inductor drops a definition, its Python wrapper "
+                f"fails the same way: name '{symbol}' is not defined)"
+            ) from e
 
     return _generate_buffer
 
@@ -221,6 +234,49 @@ def materializing_symbolic_args(generate: F) -> F:
         return result
 
     return method
+
+
+def converting_extern_kernel_args(generate_common: F) -> F:
+    """Wrap ``FxConverter._generate_extern_kernel_common``: a fallback's node gets
+    every keyword argument of its call, and symbolic values in its arguments become
+    nodes (:func:`materializing_symbolic_args`).
+
+    Upstream takes the positional half of ``kernel.unflatten_args(...)`` and the
+    keyword arguments from ``kernel.kwargs``; where Inductor left ``kernel.kwargs``
+    empty for a fallback (``FallbackKernel.create`` without ``kwargs=``), a
+    keyword-only argument such as ``aten.sort.stable``'s ``stable`` was lost and
+    the node failed when it ran ("missing value for argument 'stable'"). The
+    missing ones are taken from ``unflatten_args`` for the conversion.
+    """
+    materializing = materializing_symbolic_args(generate_common)
+
+    @functools.wraps(generate_common)
+    def _generate_extern_kernel_common(
+        self: FxConverter, kernel: ir.ExternKernel, out_ir_node: ir.IRNode
+    ) -> None:
+        missing = _missing_keyword_args(kernel)
+        if not missing:
+            return materializing(self, kernel, out_ir_node)
+        saved = kernel.kwargs
+        kernel.kwargs = {**pytree.tree_map(lambda v: _as_node(self, v), missing), **saved}
+        try:
+            return materializing(self, kernel, out_ir_node)
+        finally:
+            kernel.kwargs = saved
+
+    return _generate_extern_kernel_common  # type: ignore[return-value]
+
+
+def _missing_keyword_args(kernel: ir.ExternKernel) -> dict[str, Any]:
+    """The keyword arguments of a fallback's call that ``kernel.kwargs`` lacks."""
+    if not isinstance(kernel, ir.FallbackKernel) or not hasattr(kernel, "unflatten_args"):
+        return {}
+    _, kwargs = kernel.unflatten_args(kernel.inputs, kernel.constant_args)
+    return {name: value for name, value in kwargs.items() if name not in kernel.kwargs}
+
+
+def _as_node(self: FxConverter, value: Any) -> Any:
+    return self._generate_buffer(value) if isinstance(value, ir.IRNode) else value
 
 
 def _materialize_symbolic_args(self: FxConverter, node: torch.fx.Node) -> None:

@@ -23,6 +23,7 @@ from torch._inductor.codegen.common import FileBackedGraphModule
 from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
 from torch._inductor.virtualized import V
 
+from .. import _compat
 from .. import runner as runners
 from ..artifact.kernels import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
@@ -32,6 +33,7 @@ from ..runner import graphs
 from . import caches, graph_breaks, logs, overlay
 from .cpu_mode import interpreter_driver, require_interpreter
 from .recording import record_graphs
+from .sharing import BackendOptions, holding
 
 SUPPORTED_DEVICES = ("cuda", "cpu")
 log = logging.getLogger(__name__)
@@ -157,12 +159,18 @@ def fx_backend(
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
     Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
-    and the ``fx_wrapper`` slot (``aot_compile(..., options={"fx_wrapper": True})``)
-    of the device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton
-    kernels run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"``
-    inside the context only, and ``TRITON_INTERPRET=1`` must have been set before
-    Triton was imported. On exit, the previous registration, config, Triton
-    driver and overlay state are restored, also when the body raises.
+    and the ``fx_wrapper`` slot (``aot_compile(..., fx_wrapper=True)``) of the
+    device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton kernels
+    run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"`` inside the
+    context only, and ``TRITON_INTERPRET=1`` must have been set before Triton was
+    imported.
+
+    The registration, the overlay and Triton's driver are process-wide, and shared
+    by reference count (``sharing.py``): threads inside ``fx_backend`` with the same
+    options share them, the last one to leave restores the previous registration,
+    config, driver and overlay state (also when the body raises), and a thread
+    asking for other options for a device that another thread holds gets
+    :class:`FxBackendConflictError`. One thread may nest other options.
 
     Runtime checks (value ranges of unbacked symbols, ``torch._check``, output
     size/stride and alignment) are FX nodes tagged ``meta["runtime_assert"]``;
@@ -183,30 +191,41 @@ def fx_backend(
     (``runner/graphs.py``); None (the default) does where the graph is compiled
     under ``mode="reduce-overhead"``. Never in the CPU mode.
     """
-    device = device_type(device)
+    options = BackendOptions(device_type(device), runner, runtime_asserts, cuda_graphs)
     if runner not in RUNNERS:
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
     if cuda_graphs and runner != "lowered":
         raise ValueError(f"fx_backend(cuda_graphs=True) needs runner='lowered', not {runner!r}")
-    if device == "cpu":
+    if options.device == "cpu":
         require_interpreter()
         overlay.fix_interpreter()
-    common.init_backend_registration()
     with contextlib.ExitStack() as stack:
-        if not overlay.is_enabled():
-            overlay.enable()
-            stack.callback(overlay.disable)
-        stack.callback(_restore_registration(device))
-        codegen = FxWrapperCodegen if device == "cuda" else InterpreterFxWrapperCodegen
-        register_fx_wrapper(
-            device, codegen, runner=runner, runtime_asserts=runtime_asserts, cuda_graphs=cuda_graphs
-        )
-        if device == "cpu":
+        stack.enter_context(holding(options, _apply_process_wide))
+        if options.device == "cpu" and _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
             stack.enter_context(config.patch(cpu_backend="triton"))
-            stack.enter_context(interpreter_driver())
-        subject = f"torch.compile inside fx_backend({device!r})"
+        subject = f"torch.compile inside fx_backend({options.device!r})"
         stack.enter_context(graph_breaks.warning_when_breaks_leave_no_symbol(subject))
         yield
+
+
+def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> None:
+    """Register the FX wrapper codegen of ``options`` and, for the CPU mode, make
+    Triton's interpreter the driver (and set ``cpu_backend`` where Inductor's config
+    is process-wide); ``undo`` puts back what was there."""
+    common.init_backend_registration()
+    undo.callback(_restore_registration(options.device))
+    codegen = FxWrapperCodegen if options.device == "cuda" else InterpreterFxWrapperCodegen
+    register_fx_wrapper(
+        options.device,
+        codegen,
+        runner=options.runner,
+        runtime_asserts=options.runtime_asserts,
+        cuda_graphs=options.cuda_graphs,
+    )
+    if options.device == "cpu":
+        if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
+            undo.enter_context(config.patch(cpu_backend="triton"))
+        undo.enter_context(interpreter_driver())
 
 
 def register_fx_wrapper(

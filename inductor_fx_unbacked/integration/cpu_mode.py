@@ -29,6 +29,7 @@ import copy
 import functools
 import os
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -241,6 +242,55 @@ def converting_floats(original: F) -> F:
         return original(arg)
 
     return _implicit_cvt
+
+
+#: Held by every interpreted launch (and TTIR generation) in the process.
+_interpreter_lock = threading.RLock()
+
+
+def one_at_a_time(original: F) -> F:
+    """Wrap an interpreted launch (``GridExecutor.__call__``), or anything that reads
+    ``triton.language`` as Triton defines it (``generate_ttir``), so that one runs at
+    a time in the process.
+
+    A launch patches ``triton.language`` and keeps the program id in the interpreter's
+    module globals until it returns; two threads launching at once read each other's
+    program ids and undo each other's patches (``x >= grid_dim[0]``, "Did you forget
+    to add @triton.jit ?").
+    """
+
+    @functools.wraps(original)
+    def serialized(*args: Any, **kwargs: Any) -> Any:
+        with _interpreter_lock:
+            return original(*args, **kwargs)
+
+    return serialized  # type: ignore[return-value]
+
+
+def restoring_lang_patches(call: F) -> F:
+    """Wrap ``InterpretedFunction.__call__`` (a device function that a kernel calls,
+    such as ``tl.sum``) so that its patches of ``triton.language`` end with the call.
+
+    Triton patches the builtins of the language modules the function sees and drops
+    the scope that would undo that. A kernel sees ``triton.language``, which its
+    launch restores; Triton's own helpers see ``triton.language.core``, which then
+    stays patched for the process, and a later user kernel's TTIR (Inductor's
+    mutation analysis) fails with "'ir.value' object has no attribute 'dtype'" and
+    the kernel's mutations are guessed (docs/upstream.md). Patching the same
+    modules before the call and undoing that after it puts back what was there
+    before.
+    """
+    from triton.runtime import interpreter
+
+    @functools.wraps(call)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            scope.restore()
+
+    return __call__  # type: ignore[return-value]
 
 
 # User kernels.

@@ -112,8 +112,9 @@ def patches() -> list[Patch]:
         replace(FxConverter, kernels._generate_kernel_call),
         # Fake values for meta["val"] leave no pending unbacked symbols behind.
         wrap(FxConverter, fx.ignoring_fresh_unbacked_symbols, "generate"),
-        # Symbolic arguments of extern kernels and fallbacks, as nodes.
-        wrap(FxConverter, fx.materializing_symbolic_args, "_generate_extern_kernel_common"),
+        # Symbolic arguments of extern kernels and fallbacks, as nodes; a fallback's
+        # keyword arguments.
+        wrap(FxConverter, fx.converting_extern_kernel_args, "_generate_extern_kernel_common"),
         wrap(FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call"),
         # Outputs nested in lists.
         replace(FxConverter, fx._generate_multi_output),
@@ -255,6 +256,7 @@ _interpreter_saved: dict[tuple[Any, str], Any] = {}
 
 def interpreter_patches() -> list[Patch]:
     """The fixes the CPU mode needs in the installed Triton's interpreter."""
+    from torch._higher_order_ops import triton_kernel_wrap
     from triton.runtime import autotuner as triton_autotuner
     from triton.runtime import interpreter as triton_interpreter
 
@@ -274,6 +276,12 @@ def interpreter_patches() -> list[Patch]:
             triton_autotuner.Autotuner,
             triton_autotuner.Heuristics,
         )
+    ]
+    # One interpreted launch at a time; device functions undo their patches.
+    table += [
+        wrap(triton_interpreter.GridExecutor, cpu_mode.one_at_a_time, "__call__"),
+        wrap(triton_kernel_wrap, cpu_mode.one_at_a_time, "generate_ttir"),
+        wrap(triton_interpreter.InterpretedFunction, cpu_mode.restoring_lang_patches, "__call__"),
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))

@@ -18,8 +18,6 @@ import triton.language as tl
 from programs import CorpusProgram, signs, values, with_count
 from torch.library import triton_op, wrap_triton
 
-from inductor_fx_unbacked import _compat
-
 USER_KERNELS: list[CorpusProgram] = []
 
 
@@ -32,14 +30,6 @@ def program(inputs, xfail: str | None = None, eager_wrap_triton: str | None = No
 
     return register
 
-
-#: Why user kernels cannot be tested in the CPU mode on this torch (any device), or None.
-CPU_MODE_UNRELIABLE = (
-    None
-    if _compat.WRAP_TRITON_TAKES_INTERPRETED
-    else f"torch {torch.__version__}: user kernels in the CPU mode gave NaNs or zeros after "
-    "other corpus tests in one process (not alone); covered on the GPU"
-)
 
 #: Expected failures by program name, with the defect that causes them.
 XFAIL: dict[str, str | None] = {}

@@ -24,8 +24,6 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.ep_moe import ExpertParallelMoE, spawn_ranks
 
-TORCH_RELEASE = tuple(int(part) for part in torch.__version__.split(".")[:2])
-
 aten = torch.ops.aten
 
 WORLD_SIZE = 2
@@ -77,12 +75,6 @@ def trained(request, tmp_path_factory):
     """Both ranks' results of ``train_and_compare``: run once per device for the
     tests below, as each run compiles a forward and a backward graph per rank."""
     device_type = request.param
-    if device_type == "cpu" and TORCH_RELEASE < (2, 11):
-        pytest.skip(
-            "torch 2.10's FX conversion of the layer's aten.sort fallback drops its keyword-only "
-            "'stable' argument (RuntimeError: aten::sort() is missing value for argument "
-            "'stable'); 2.13 and 2.15 pass, and 2.11 on two GPUs"
-        )
     out_dir = tmp_path_factory.mktemp(f"ep-moe-{device_type}")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("TORCHINDUCTOR_CACHE_DIR", str(out_dir / "inductor-cache"))

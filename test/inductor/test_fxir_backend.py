@@ -66,6 +66,34 @@ def _(x):
     return None
 
 
+@contextlib.contextmanager
+def pad_mm_finds_padding_faster():
+    """pad_mm, run on this device (upstream runs it on GPUs only) with a compile-time
+    benchmark that always times the padded mm faster; yields the benchmark's calls."""
+    from unittest import mock
+
+    from torch._inductor.fx_passes import pad_mm
+
+    calls = []
+
+    def do_bench():
+        def bench(fn):
+            calls.append(fn)
+            return 1.0 if len(calls) % 2 else 0.01  # the original first, then the padded
+
+        return bench
+
+    with contextlib.ExitStack() as stack:
+        for name, value in (
+            ("check_device", lambda a, b: True),
+            ("has_triton", lambda: True),
+            ("is_mm_compute_bound", lambda *args: True),
+            ("get_do_bench", do_bench),
+        ):
+            stack.enter_context(mock.patch.object(pad_mm, name, value))
+        yield calls
+
+
 def kernel_calls(graphs):
     return [
         node
@@ -146,8 +174,17 @@ class FxirTestCase(InductorTestCase):
         return "\n".join(codes)
 
     def run_fx(self, fn, inputs, **compile_kwargs):
-        """Compile ``fn`` once, check it against eager on every input, return the graphs."""
-        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+        """Compile ``fn`` once, check it against eager on every input, return the graphs.
+
+        Without shape padding: pad_mm decides by benchmarking at compile time, and
+        under load on a GPU a small mm can come out faster padded, which adds two
+        ``constant_pad_nd`` kernels to a graph whose kernels a test counts.
+        """
+        with (
+            config.patch(shape_padding=False),
+            ifx.fx_backend(self.device),
+            ifx.recording_graphs() as graphs,
+        ):
             compiled = torch.compile(fn, fullgraph=True, **compile_kwargs)
             for args in inputs:
                 self.assertEqual(compiled(*args), fn(*args))
@@ -226,6 +263,31 @@ class FxBackendBasicsTest(FxirTestCase):
         mm_nodes = [n for gm in graphs for n in gm.graph.nodes if n.target is aten.mm.out]
         self.assertEqual(len(mm_nodes), len(graphs))
         self.assertEqual(len(kernel_calls(graphs)), len(graphs))
+
+    def test_kernel_counts_do_not_depend_on_pad_mm_benchmarks(self):
+        """``run_fx`` compiles without shape padding: pad_mm never benchmarks, so a
+        benchmark that finds padding faster (as a noisy one may) adds no kernel."""
+        with pad_mm_finds_padding_faster() as benchmarks:
+            graphs = self.run_fx(
+                lambda x, y: (x @ y).sigmoid(),
+                [(self.rand(4, 6), self.rand(6, 3, seed=1)), (self.rand(5, 6), self.rand(6, 3))],
+                dynamic=False,
+            )
+        self.assertEqual(benchmarks, [])
+        self.assertEqual(len(kernel_calls(graphs)), len(graphs))
+
+    def test_pad_mm_adds_kernels_where_shape_padding_is_on(self):
+        """What ``run_fx`` rules out: padding the mm's operands costs kernels of its own."""
+        fn = lambda x, y: (x @ y).sigmoid()  # noqa: E731
+        x, y = self.rand(5, 6), self.rand(6, 3, seed=1)
+        with (
+            pad_mm_finds_padding_faster(),
+            config.patch(shape_padding=True, force_shape_pad=True),
+            ifx.fx_backend(self.device),
+            ifx.recording_graphs() as graphs,
+        ):
+            self.assertEqual(torch.compile(fn, fullgraph=True)(x, y), fn(x, y))
+        self.assertGreater(len(kernel_calls(graphs)), len(graphs), [gm.code for gm in graphs])
 
     @parametrize("dynamic", [False, True])
     def test_aten_fallback(self, dynamic):

@@ -11,6 +11,7 @@ where every kernel is a C++ kernel.
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 from pathlib import Path
 
@@ -120,6 +121,24 @@ def test_item_defines_a_kernel_size():
     (u0,) = definitions.values()
     assert u0.target is torch.ops.aten.item.default
     assert any(u0 in node.args[2] for node in cpp_nodes(gm)), gm.code
+
+
+def test_a_dropped_graph_releases_its_kernel_sources():
+    """The graph owns its C++ kernels' sources and compiled functions: once it and
+    Dynamo's compiled code are gone, so are they."""
+    inputs = [(signed(50, 7),), (signed(50, 31),)]
+    with cpp_kernels() as graphs:
+        compiled = torch.compile(item_sized, dynamic=True, fullgraph=True)
+        check_against_eager(compiled, item_sized, inputs)
+    keys = [node.args[0] for node in cpp_nodes(graphs[0])]
+    assert keys, graphs[0].code
+    assert all(fx_cpp.kernel_function(key) for key in keys)
+    del graphs, compiled
+    torch._dynamo.reset()
+    gc.collect()
+    for key in keys:
+        with pytest.raises(KeyError, match=f"C\\+\\+ kernel {key} is unknown in this process"):
+            fx_cpp.kernel_function(key)
 
 
 @pytest.mark.caches_on

@@ -81,3 +81,20 @@ class ExternKernelSymbolicArgsTest(FxirTestCase):
         first, second = node.args[1]
         self.assertEqual(str(first.meta["unbacked_symbol"]), "u0")
         self.assertIsInstance(second, torch.fx.Node)  # 2*u1, computed from u1's node
+
+
+@instantiate_parametrized_tests
+class FallbackKeywordArgsTest(FxirTestCase):
+    @parametrize("dynamic", [False, True])
+    def test_keyword_only_argument_of_a_fallback(self, dynamic):
+        def fn(x):
+            values, order = torch.sort(x[x > 0], stable=True)
+            return values * 2, order
+
+        # Inductor sorts in a Triton kernel only sizes provably below the int16
+        # maximum; 40000 elements take the aten.sort.stable fallback. Values rounded
+        # to one decimal tie, so only a stable sort gives eager's order.
+        inputs = [(self.signed(40000, n, seed=n).round(decimals=1),) for n in (1500, 30000)]
+        graphs = self.run_fx(fn, inputs, dynamic=dynamic)
+        (node,) = [n for gm in graphs for n in gm.graph.nodes if n.target is aten.sort.stable]
+        self.assertIs(node.kwargs["stable"], True, node.format_node())

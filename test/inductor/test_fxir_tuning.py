@@ -35,7 +35,7 @@ from torch._inductor import config
 from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 from torch._inductor.utils import fresh_cache
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
-from user_kernels import CPU_MODE_UNRELIABLE, autotuned_atomic_sum_over_mask
+from user_kernels import autotuned_atomic_sum_over_mask
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import _compat
@@ -211,8 +211,6 @@ class FirstCallTuningTest(FxirTestCase):
     @parametrize("name", list(PROGRAMS))
     def test_first_call_tunes_and_every_call_equals_eager_cpu_mode(self, name):
         fn, inputs, is_target = PROGRAMS[name]
-        if fn is autotuned_atomic_sum_over_mask and CPU_MODE_UNRELIABLE:
-            self.skipTest(CPU_MODE_UNRELIABLE)
         self.check_first_call_tuning(fn, inputs, is_target)
 
     @requires_gpu
