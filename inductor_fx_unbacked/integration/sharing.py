@@ -33,9 +33,10 @@ class BackendOptions:
     cuda_graphs: bool | None = None
 
     def __str__(self) -> str:
+        cuda_graphs = "" if self.cuda_graphs is None else f", cuda_graphs={self.cuda_graphs}"
         return (
             f"fx_backend({self.device!r}, runner={self.runner!r}, "
-            f"runtime_asserts={self.runtime_asserts}, cuda_graphs={self.cuda_graphs})"
+            f"runtime_asserts={self.runtime_asserts}{cuda_graphs})"
         )
 
 
