@@ -25,6 +25,7 @@ They change nothing unless the graph compiles with an FX wrapper codegen
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -93,34 +94,38 @@ def _function(descriptor: Any) -> Callable[..., Any]:
     return getattr(descriptor, "__func__", descriptor)
 
 
+def _binder(upstream: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """A function that names the arguments of a call of ``upstream`` as upstream
+    does, defaults included: lowerings pass them by position and by keyword."""
+    signature = inspect.signature(upstream)
+
+    def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    return bind
+
+
 def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
     """Wrap ``Reduction.num_splits`` (a staticmethod): where upstream keeps a
     reduction over an unbacked length in one program, the split that upstream
     chooses for the length's upper bound."""
     upstream = _function(num_splits)
+    bind = _binder(upstream)
 
     @functools.wraps(upstream)
-    def wrapper(
-        device: torch.device,
-        dst_dtype: torch.dtype,
-        src_dtype: torch.dtype,
-        inner_fn: Callable[..., Any],
-        ranges: Sequence[Any],
-        reduction_ranges: Sequence[Any],
-        reduction_type: str,
-        reduction_numel: sympy.Expr,
-        input_node: Any = None,
-    ) -> tuple[ReductionHint, Any]:
-        heuristic = functools.partial(
-            upstream, device, dst_dtype, src_dtype, inner_fn, ranges, reduction_ranges
-        )
-        hint, split = heuristic(reduction_type, reduction_numel, input_node)
+    def wrapper(*args: Any, **kwargs: Any) -> tuple[ReductionHint, Any]:
+        hint, split = upstream(*args, **kwargs)
+        call = bind(*args, **kwargs)
+        length = call["reduction_numel"]
         if split != 1 or not splits_unbacked_length(
-            device, reduction_numel, ranges, reduction_type
+            call["device"], length, call["ranges"], call["reduction_type"]
         ):
             return hint, split
-        bounded = sympy.Integer(length_hint(reduction_numel))
-        bounded_hint, bounded_split = heuristic(reduction_type, bounded, input_node)
+        bounded_hint, bounded_split = upstream(
+            **{**call, "reduction_numel": sympy.Integer(length_hint(length))}
+        )
         # -1 reuses the producer's ranges when their hint equals the length's:
         # a comparison of static lengths, which the bound only stands in for.
         if bounded_split == -1:
@@ -135,54 +140,78 @@ def chunking_unbacked_inner_reductions(create: Any) -> classmethod:
     over an unbacked length becomes ``CeilDiv(length, CHUNK)`` first-stage
     programs of ``CHUNK`` elements each, the last one masked."""
     upstream = _function(create)
+    bind = _binder(upstream)
 
     @functools.wraps(upstream)
-    def wrapper(
-        cls: type[Reduction],
-        device: torch.device,
-        dst_dtype: torch.dtype,
-        src_dtype: torch.dtype,
-        inner_fn: Callable[..., Any],
-        ranges: Sequence[Any],
-        reduction_ranges: Sequence[Any],
-        reduction_type: str,
-        reduction_hint: ReductionHint = ReductionHint.DEFAULT,
-        input_node: Any = None,
-        **kwargs: Any,
-    ) -> Any:
-        arguments = (device, dst_dtype, src_dtype, inner_fn, ranges, reduction_ranges)
-        length = V.graph.sizevars.simplify(sympy_product(reduction_ranges))
+    def wrapper(cls: type[Reduction], *args: Any, **kwargs: Any) -> Any:
+        call = bind(cls, *args, **kwargs)
+        length = V.graph.sizevars.simplify(sympy_product(call["reduction_ranges"]))
         # Welford and online-softmax reductions have their own ``create``, and
         # split through ``num_splits`` alone.
-        if cls is Reduction and splits_unbacked_length(device, length, ranges, reduction_type):
-            hint, split = cls.num_splits(*arguments, reduction_type, length, input_node)
+        if cls is Reduction and splits_unbacked_length(
+            call["device"], length, call["ranges"], call["reduction_type"]
+        ):
+            hint, split = cls.num_splits(
+                *(call[name] for name in _NUM_SPLITS_ARGUMENTS), length, call["input_node"]
+            )
             # Up to CHUNK elements are one program at most: upstream's split then.
             if split > 1 and hint == ReductionHint.INNER and length_hint(length) > CHUNK:
-                programs = CeilDiv(length, CHUNK)
-                loader = _compat.multilayer_wrap_loader(
-                    cls,
-                    inner_fn,
-                    reduction_ranges,
-                    length,
-                    programs,
-                    sympy.Integer(CHUNK),
-                    cls.default_value(reduction_type, dst_dtype),
-                    input_node,
-                )
-                return cls.create_multilayer_helper(
-                    *arguments[:3],
-                    loader,
-                    ranges,
-                    reduction_ranges,
-                    [*ranges, programs],
-                    [sympy.Integer(CHUNK)],
-                    reduction_type,
-                    split,
-                    hint if reduction_hint == ReductionHint.DEFAULT else reduction_hint,
-                )
-        return upstream(cls, *arguments, reduction_type, reduction_hint, input_node, **kwargs)
+                return _chunked(cls, call, length, split, hint)
+        return upstream(cls, *args, **kwargs)
 
     return classmethod(wrapper)
+
+
+#: What ``create`` passes on to ``num_splits`` before the length, in its order.
+_NUM_SPLITS_ARGUMENTS = (
+    "device",
+    "dst_dtype",
+    "src_dtype",
+    "inner_fn",
+    "ranges",
+    "reduction_ranges",
+    "reduction_type",
+)
+
+
+def _chunked(
+    cls: type[Reduction],
+    call: dict[str, Any],
+    length: sympy.Expr,
+    split: int,
+    hint: ReductionHint,
+) -> Any:
+    """The two stages of ``call`` (``create``'s arguments): ``CeilDiv(length, CHUNK)``
+    programs of ``CHUNK`` elements, then the reduction of their partial results.
+    A hint the caller passed wins over ``num_splits``' ``hint``, as in upstream's
+    ``create``."""
+    if call["reduction_hint"] != ReductionHint.DEFAULT:
+        hint = call["reduction_hint"]
+    chunk = sympy.Integer(CHUNK)
+    programs = CeilDiv(length, chunk)
+    loader = _compat.multilayer_wrap_loader(
+        cls,
+        call["inner_fn"],
+        call["reduction_ranges"],
+        length,
+        programs,
+        chunk,
+        cls.default_value(call["reduction_type"], call["dst_dtype"]),
+        call["input_node"],
+    )
+    return cls.create_multilayer_helper(
+        call["device"],
+        call["dst_dtype"],
+        call["src_dtype"],
+        loader,
+        call["ranges"],
+        call["reduction_ranges"],
+        [*call["ranges"], programs],
+        [chunk],
+        call["reduction_type"],
+        split,
+        hint,
+    )
 
 
 def unflattening_unbacked_sizes(dynamic_reshape_indexer: Any) -> classmethod:
