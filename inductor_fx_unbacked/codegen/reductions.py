@@ -16,7 +16,7 @@ already handles a symbolic length (``create_multilayer``, the masks of
   ``CeilDiv(u0, split)`` elements: chunks of an OUTER reduction would read
   across rows.
 - ``dynamic_reshape_indexer`` flattens sizes with unbacked symbols itself,
-  which releases that hint them without a fallback cannot (``_compat``).
+  which releases that hint them without a fallback cannot (``docs/upstream.md``).
 
 They change nothing unless the graph compiles with an FX wrapper codegen
 (inside ``fx_backend``): the Python and C++ wrappers keep upstream's reductions.
