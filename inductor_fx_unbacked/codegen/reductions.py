@@ -7,8 +7,9 @@ already handles a symbolic length (``create_multilayer``, the masks of
 ``_multilayer_wrap_loader``), so these wrappers only make the choice:
 
 - ``num_splits`` asks upstream's own heuristic again, with the length's
-  value-range upper bound as its size (:func:`length_hint`). Sums, Welford
-  reductions and online softmax all ask ``num_splits``.
+  value-range upper bound as its size (:func:`length_bound`), for a constant
+  number of programs. Sums, Welford reductions and online softmax all ask
+  ``num_splits``.
 - ``create`` lays an INNER split of a length that may exceed ``CHUNK`` out as
   ``CeilDiv(u0, CHUNK)`` programs of a fixed ``CHUNK`` elements, so the first
   stage's inner length is static and its kernel is tuned for the length it
@@ -42,21 +43,26 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from .. import _compat
 from .wrapper_fxir import registered_wrapper_is_fx
 
-#: The size the heuristic is asked about for a length without a finite upper bound.
+#: The size the heuristic is asked about, for the chunk layout, where a length
+#: has no upper bound.
 UNBOUNDED_LENGTH_HINT = 1 << 24
+#: The largest upper bound taken for one: more elements than any one device holds
+#: bytes. Fake tensors bound a selection from a tensor of symbolic size by the
+#: int64 limit, which bounds nothing.
+LARGEST_BOUND = 1 << 40
 #: Elements per first-stage program of an INNER split.
 CHUNK = 1 << 16
 
 
-def length_hint(length: sympy.Expr) -> int:
-    """The value-range upper bound of ``length`` where it is finite, else
-    :data:`UNBOUNDED_LENGTH_HINT`: the largest length the kernels must serve."""
+def length_bound(length: sympy.Expr) -> int | None:
+    """The value-range upper bound of ``length`` where it bounds a size (up to
+    :data:`LARGEST_BOUND`): the largest length the kernels must serve; else None."""
     ranges = V.graph.sizevars.shape_env.var_to_range
     bounds = {symbol: ranges[symbol] for symbol in length.free_symbols if symbol in ranges}
     upper = bound_sympy(length, bounds).upper
-    if isinstance(upper, sympy.Integer):
+    if isinstance(upper, sympy.Integer) and upper <= LARGEST_BOUND:
         return max(int(upper), 1)
-    return UNBOUNDED_LENGTH_HINT
+    return None
 
 
 def graph_compiles_with_fx_wrapper(device: torch.device | None = None) -> bool:
@@ -110,7 +116,12 @@ def _binder(upstream: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
 def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
     """Wrap ``Reduction.num_splits`` (a staticmethod): where upstream keeps a
     reduction over an unbacked length in one program, the split that upstream
-    chooses for the length's upper bound."""
+    chooses for the length's upper bound.
+
+    The split is a constant number of programs, each over ``CeilDiv(length,
+    split)`` elements, chosen for the longest length; without a bound, that
+    choice would be a guess paid at every length, so the reduction stays whole
+    (an INNER one is chunked by ``create`` instead)."""
     upstream = _function(num_splits)
     bind = _binder(upstream)
 
@@ -123,9 +134,10 @@ def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
             call["device"], length, call["ranges"], call["reduction_type"]
         ):
             return hint, split
-        bounded_hint, bounded_split = upstream(
-            **{**call, "reduction_numel": sympy.Integer(length_hint(length))}
-        )
+        bound = length_bound(length)
+        if bound is None:
+            return hint, split
+        bounded_hint, bounded_split = upstream(**{**call, "reduction_numel": sympy.Integer(bound)})
         # -1 reuses the producer's ranges when their hint equals the length's:
         # a comparison of static lengths, which the bound only stands in for.
         if bounded_split == -1:
@@ -137,8 +149,10 @@ def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
 
 def chunking_unbacked_inner_reductions(create: Any) -> classmethod:
     """Wrap ``Reduction.create`` (a classmethod): an INNER split of a reduction
-    over an unbacked length becomes ``CeilDiv(length, CHUNK)`` first-stage
-    programs of ``CHUNK`` elements each, the last one masked."""
+    over an unbacked length that may exceed ``CHUNK`` elements becomes
+    ``CeilDiv(length, CHUNK)`` first-stage programs of ``CHUNK`` elements each,
+    the last one masked. Their number follows the length, so a length without a
+    bound is split too, as upstream splits one of ``UNBOUNDED_LENGTH_HINT``."""
     upstream = _function(create)
     bind = _binder(upstream)
 
@@ -151,11 +165,15 @@ def chunking_unbacked_inner_reductions(create: Any) -> classmethod:
         if cls is Reduction and splits_unbacked_length(
             call["device"], length, call["ranges"], call["reduction_type"]
         ):
+            bound = length_bound(length)
+            # A static length: the heuristic as upstream asks it, unwrapped.
             hint, split = cls.num_splits(
-                *(call[name] for name in _NUM_SPLITS_ARGUMENTS), length, call["input_node"]
+                *(call[name] for name in _NUM_SPLITS_ARGUMENTS),
+                sympy.Integer(UNBOUNDED_LENGTH_HINT if bound is None else bound),
+                call["input_node"],
             )
             # Up to CHUNK elements are one program at most: upstream's split then.
-            if split > 1 and hint == ReductionHint.INNER and length_hint(length) > CHUNK:
+            if split > 1 and hint == ReductionHint.INNER and (bound is None or bound > CHUNK):
                 return _chunked(cls, call, length, split, hint)
         return upstream(cls, *args, **kwargs)
 

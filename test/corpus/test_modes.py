@@ -6,8 +6,9 @@ Inductor's Python wrapper compiled in the same mode, on inputs whose
 data-dependent sizes differ. The modes: ``max-autotune-no-cudagraphs``,
 ``reduce-overhead`` (the FX backend compiles without graph partitions, so it may
 fail only where the Python wrapper fails in the default mode),
-``coordinate_descent_tuning``, ``nan_asserts``, and ``freezing`` in inference, where the program runs inside a module whose
-parameter freezing turns into a constant of the graph.
+``coordinate_descent_tuning``, ``nan_asserts``, and ``freezing`` in inference,
+where the program runs inside a module whose parameter freezing turns into a
+constant of the graph.
 
 Every program of the third runs under ``IFX_MODES_PER_PROGRAM`` modes, picked in
 rotation so that each mode meets programs of several families (default: 1 on

@@ -50,10 +50,14 @@ def pointers(call, prefix):
     return {value for name, value in call.kwargs["kwargs"].items() if name.startswith(prefix)}
 
 
+def reduction_calls(graphs):
+    return [call for call in kernel_calls(graphs) if "r0_numel" in call.kwargs["kwargs"]]
+
+
 def two_stages(graphs):
     """The (first, second) reduction kernel calls where the second reduces what the
     first wrote."""
-    reductions = [c for c in kernel_calls(graphs) if "r0_numel" in c.kwargs["kwargs"]]
+    reductions = reduction_calls(graphs)
     return [
         (first, second)
         for first in reductions
@@ -70,10 +74,10 @@ class ReductionSplitTest(FxirTestCase):
         x[:, 0] = self.signed(n // COLUMNS, positive_rows, seed)
         return x
 
-    def run_split(self, fn, inputs):
+    def run_split(self, fn, inputs, **compile_kwargs):
         """Compile ``fn`` once, check it against eager on every input, return the graphs."""
         with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
-            compiled = torch.compile(fn, fullgraph=True)
+            compiled = torch.compile(fn, fullgraph=True, **compile_kwargs)
             for args in inputs:
                 self.assertEqual(compiled(*args), fn(*args), **TOLERANCE)
         self.check_meta(graphs)
@@ -113,6 +117,20 @@ class ReductionSplitTest(FxirTestCase):
         # h4: x[x[:, 0] > 0].sum(dim=0)
         graphs = self.run_split(h4, [(self.rows(SMALL, p),) for p in (150, 40, 0)])
         self.assert_two_stages(graphs, chunked=False)
+
+    def test_sum_of_a_selection_from_a_symbolic_size_is_chunked(self):
+        # The selection's bound is the int64 limit, which bounds nothing: chunks,
+        # whose number follows the length.
+        inputs = [(self.signed(SMALL, p),) for p in (SMALL // 3, 0)]
+        graphs = self.run_split(h1, inputs, dynamic=True)
+        self.assert_two_stages(graphs, chunked=True)
+
+    def test_column_sums_over_rows_selected_from_a_symbolic_count_stay_whole(self):
+        # A constant number of programs would be chosen for a length of no bound.
+        inputs = [(self.rows(SMALL, 150),), (self.rows(SMALL // 2, 0),)]
+        graphs = self.run_split(h4, inputs, dynamic=True)
+        self.assertEqual(two_stages(graphs), [])
+        self.assertEqual(len(reduction_calls(graphs)), 1)
 
     def test_full_sum_over_masked_rows_flattens_and_is_chunked(self):
         inputs = [(self.rows(LARGE, p),) for p in (1500, 400, 0)]
