@@ -8,12 +8,13 @@ already handles a symbolic length (``create_multilayer``, the masks of
 
 - ``num_splits`` asks upstream's own heuristic again, with the length's
   value-range upper bound as its size (:func:`length_bound`), for a constant
-  number of programs. Sums, Welford reductions and online softmax all ask
-  ``num_splits``.
+  number of programs, where the length has a bound. Sums, Welford reductions
+  and online softmax all ask ``num_splits``.
 - ``create`` lays an INNER split of a length that may exceed ``CHUNK`` out as
   ``CeilDiv(u0, CHUNK)`` programs of a fixed ``CHUNK`` elements, so the first
   stage's inner length is static and its kernel is tuned for the length it
-  reduces. OUTER splits keep upstream's constant count of programs, each over
+  reduces; the number of programs follows the length, bounded or not. OUTER
+  splits keep upstream's constant count of programs, each over
   ``CeilDiv(u0, split)`` elements: chunks of an OUTER reduction would read
   across rows.
 - ``dynamic_reshape_indexer`` flattens sizes with unbacked symbols itself,
