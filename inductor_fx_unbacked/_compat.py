@@ -111,6 +111,12 @@ else:
         )
 
 
+# Strict numerics: ``config.numerics``, whose "strict" modes ask for eager's order
+# of a reduction (present on 2.15; absent on 2.10 and 2.13, which have no such option).
+def strict_reduction_numerics() -> bool:
+    return getattr(config, "numerics", "default") in ("strict", "strict_reduction")
+
+
 # Triton backend options. Torch 2.14+ carries them to the kernel HOP as
 # ``launch_kwargs``; earlier HOPs take no such argument.
 HOP_LAUNCH_KWARGS = (
@@ -276,6 +282,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._C._dynamo.guards", "_empty_strided_cuda"),
     # Dynamo: how a value becomes a variable (the CPU mode's user kernels).
     Private("torch._dynamo.variables.builder:VariableBuilder", "_wrap"),
+    # Inductor's IR: the masked loader of a split reduction's first stage.
+    Private("torch._inductor.ir:Reduction", "_multilayer_wrap_loader"),
     # Higher-order operators: while_loop's own eager implementation.
     Private("torch._higher_order_ops.while_loop", "while_loop_dense"),
     # Triton.
@@ -314,6 +322,12 @@ def while_loop_dense(*args: Any, **kwargs: Any) -> Any:
 def op_schema(op: torch._ops.OpOverload) -> torch.FunctionSchema:
     """An operator overload's schema: its arguments and returns, with their aliasing."""
     return op._schema
+
+
+def multilayer_wrap_loader(reduction: type[ir.Reduction], *args: Any) -> Any:
+    """The loader of a split reduction's first stage: the element of each program's
+    block, masked past the length (``Reduction._multilayer_wrap_loader``)."""
+    return reduction._multilayer_wrap_loader(*args)
 
 
 def graph_root(graph: torch.fx.Graph) -> torch.fx.Node:

@@ -22,10 +22,18 @@ def current(patch):
     return patch.owner.__dict__.get(patch.name)
 
 
+def function_of(attribute):
+    """A staticmethod's or classmethod's function; any other attribute as it is."""
+    return getattr(attribute, "__func__", attribute)
+
+
 def is_ours(patch, original):
     installed = current(patch)
     if patch.wraps:
-        return installed.__wrapped__ is original
+        # A staticmethod or classmethod is wrapped as the same kind around its function.
+        return type(installed) is type(original) and (
+            function_of(installed).__wrapped__ is function_of(original)
+        )
     return installed is patch.replacement
 
 

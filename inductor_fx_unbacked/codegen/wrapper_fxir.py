@@ -33,6 +33,16 @@ if TYPE_CHECKING:
     from torch._inductor.codegen.wrapper_fxir import FxConverter
 
 
+def registered_wrapper_is_fx(device_type: str, *, cpp_wrapper: bool, fx_wrapper: bool) -> bool:
+    """Whether the wrapper codegen registered for ``device_type``, in the slot that
+    ``cpp_wrapper`` and ``fx_wrapper`` select, is an FX one (as inside ``fx_backend``)."""
+    from torch._inductor.codegen.common import get_wrapper_codegen_for_device
+    from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+
+    codegen = get_wrapper_codegen_for_device(device_type, cpp_wrapper, fx_wrapper)
+    return isinstance(codegen, type) and issubclass(codegen, WrapperFxCodegen)
+
+
 # Graph inputs and outputs.
 
 

@@ -84,7 +84,7 @@ def patches() -> list[Patch]:
     removed again by ``disable()``.
     """
     from torch._dynamo.variables.builder import VariableBuilder
-    from torch._inductor import ir
+    from torch._inductor import compile_fx, ir
     from torch._inductor.codegen.multi_kernel import MultiKernel
     from torch._inductor.codegen.triton import TritonKernel
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
@@ -94,9 +94,10 @@ def patches() -> list[Patch]:
     from ..codegen import fx_control as control
     from ..codegen import fx_symbols as symbols
     from ..codegen import fx_triton as kernels
+    from ..codegen import reductions
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
-    from . import cpu_mode
+    from . import cpu_mode, partitions
 
     return [
         # Part 1 and 2: the line, and its text.
@@ -142,6 +143,12 @@ def patches() -> list[Patch]:
         replace(FxConverter, symbols._generate_dynamic_select_index),
         replace(FxConverter, symbols._generate_dynamic_slice_size),
         replace(FxConverter, control._generate_while_loop),
+        # Reductions over unbacked lengths in two stages, under the FX wrapper.
+        wrap(ir.Reduction, reductions.splitting_unbacked_lengths, "num_splits"),
+        wrap(ir.Reduction, reductions.chunking_unbacked_inner_reductions, "create"),
+        wrap(ir.View, reductions.unflattening_unbacked_sizes, "dynamic_reshape_indexer"),
+        # No graph partitions under the FX wrapper (mode="reduce-overhead").
+        wrap(compile_fx, partitions.without_graph_partitions, "maybe_disable_graph_partition"),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
         wrap(VariableBuilder, cpu_mode.tracing_interpreted_kernels, "_wrap"),
     ]

@@ -4,28 +4,34 @@
 Each program runs through the FX backend in a mode, against eager and against
 Inductor's Python wrapper compiled in the same mode, on inputs whose
 data-dependent sizes differ. The modes: ``max-autotune-no-cudagraphs``,
-``reduce-overhead`` (Inductor skips CUDA graphs for data-dependent programs, and
-the FX backend must do no worse), ``coordinate_descent_tuning``, ``nan_asserts``,
-and ``freezing`` in inference, where the program runs inside a module whose
-parameter freezing turns into a constant of the graph.
+``reduce-overhead`` (the FX backend compiles without graph partitions, so it may
+fail only where the Python wrapper fails in the default mode),
+``coordinate_descent_tuning``, ``nan_asserts``, and ``freezing`` in inference,
+where the program runs inside a module whose parameter freezing turns into a
+constant of the graph.
 
 Every program of the third runs under ``IFX_MODES_PER_PROGRAM`` modes, picked in
 rotation so that each mode meets programs of several families (default: 1 on
 CPU, where Triton's interpreter makes compiling slow, 2 on a GPU; 5 runs every
-pair).
+pair). On a GPU, ``reduce-overhead`` meets every program of the third. On CPU,
+where Inductor partitions nothing, the programs that crashed under
+``reduce-overhead`` run with every node taken for a GPU node, so that Inductor
+partitions their graphs as it would on a GPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import unittest.mock
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
-from programs import CORPUS, expect_inductor_limit, fresh_copy, one_line, run
-from torch._inductor import config
+from programs import CORPUS, CorpusProgram, expect_inductor_limit, fresh_copy, one_line, run
+from torch._inductor import compile_fx, config, scheduler
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.programs import same
@@ -87,9 +93,11 @@ class Mode:
     frozen: bool = False
 
 
+DEFAULT = Mode("default")
+REDUCE_OVERHEAD = Mode("reduce-overhead", compile_kwargs={"mode": "reduce-overhead"})
 MODES = [
     Mode("max-autotune-no-cudagraphs", compile_kwargs={"mode": "max-autotune-no-cudagraphs"}),
-    Mode("reduce-overhead", compile_kwargs={"mode": "reduce-overhead"}),
+    REDUCE_OVERHEAD,
     Mode("coordinate-descent", inductor_config={"coordinate_descent_tuning": True}),
     Mode("nan-asserts", inductor_config={"nan_asserts": True}),
     Mode("freezing", inductor_config={"freezing": True}, frozen=True),
@@ -117,6 +125,8 @@ def pairs() -> list[tuple[Mode, str]]:
                 mode = MODES[(index + shift + 1) % len(MODES)]
             if (mode, name) not in selected:
                 selected.append((mode, name))
+    if DEVICE == "cuda":
+        selected += [(REDUCE_OVERHEAD, n) for n in THIRD if (REDUCE_OVERHEAD, n) not in selected]
     return sorted(selected, key=lambda p: (MODES.index(p[0]), THIRD.index(p[1])))
 
 
@@ -152,18 +162,23 @@ def compiled(mode: Mode, name: str) -> Callable[..., Any]:
     return torch.compile(fn, fullgraph=True, **mode.compile_kwargs)
 
 
+def python_wrapper_results(mode: Mode, name: str, program: Any, inputs: list) -> Any:
+    """The Python wrapper's results in ``mode``, or its own failure."""
+    try:
+        # On CPU with the CPU mode's Triton kernels: only the wrapper differs.
+        with python_wrapper_reference(DEVICE):
+            return results(mode, program, compiled(mode, name), inputs)
+    except Exception as e:  # noqa: BLE001 - the Python wrapper's own failure
+        return e
+
+
 @pytest.mark.parametrize("mode, name", pairs(), ids=[f"{m.name}-{n}" for m, n in pairs()])
 def test_mode_matches_eager_and_the_python_wrapper(mode, name):
     program, eager = program_for(mode, name)
     inputs = program.inputs(DEVICE)
     expected = results(mode, program, eager, inputs)
-    python_error = None
-    try:
-        # On CPU with the CPU mode's Triton kernels: only the wrapper differs.
-        with python_wrapper_reference(DEVICE):
-            python = results(mode, program, compiled(mode, name), inputs)
-    except Exception as e:  # noqa: BLE001 - the reference's own failure, reported by name
-        python_error = e
+    python = python_wrapper_results(mode, name, program, inputs)
+    python_error = python if isinstance(python, Exception) else None
     # Frozen constants: the graph runner first, then the lowered runner.
     runners = ["graph", "lowered"] if mode.frozen else ["lowered"]
     for runner in runners:
@@ -171,7 +186,15 @@ def test_mode_matches_eager_and_the_python_wrapper(mode, name):
             with ifx.fx_backend(DEVICE, runner=runner), ifx.recording_graphs() as graphs:
                 actual = results(mode, program, compiled(mode, name), inputs)
         except Exception as fx_error:
-            expect_inductor_limit(program, f"the FX path ({runner} runner)", fx_error, python_error)
+            # Under reduce-overhead the FX backend compiles without graph partitions,
+            # as in the default mode, so only the reference's failure there excuses it.
+            excuse = (
+                python_wrapper_results(DEFAULT, name, program, inputs)
+                if mode is REDUCE_OVERHEAD
+                else python
+            )
+            excuse_error = excuse if isinstance(excuse, Exception) else None
+            expect_inductor_limit(program, f"the FX path ({runner} runner)", fx_error, excuse_error)
             raise
         assert graphs, "nothing was compiled through the FX backend"
         for args, got, want in zip(inputs, actual, expected):
@@ -205,3 +228,64 @@ def check_graphs(mode: Mode, graphs: list[torch.fx.GraphModule]) -> None:
             if n.meta.get("runtime_assert") and "has NaN" in str(n.args)
         ]
         assert checks, "nan_asserts added no NaN check to the FX graph"
+
+
+@pytest.fixture
+def partitioned_as_on_a_gpu():
+    """Every scheduler node counts as a GPU node, so that Inductor partitions graphs
+    on CPU too (it partitions around nodes that are not)."""
+    with unittest.mock.patch.object(scheduler.BaseSchedulerNode, "is_gpu", lambda self: True):
+        yield
+
+
+def plain(x):
+    return (x * 2 + 1).abs()
+
+
+def plain_inputs(device):
+    return [(torch.randn(n, device=device),) for n in (9, 12)]
+
+
+#: The programs that crashed under reduce-overhead with graph partitions, and a
+#: program without unbacked symbols.
+PARTITIONED = [
+    *(PROGRAMS[name] for name in ("nonzero_1d", "where_one_argument", "narrow_length_item")),
+    *(PROGRAMS[name] for name in ("topk_item", "detection_postprocess", "token_dropping")),
+    CorpusProgram(
+        "plain", plain, lambda device: [(torch.randn(n, device=device),) for n in (9, 12)]
+    ),
+]
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="on a GPU, reduce-overhead runs every program")
+@pytest.mark.parametrize("program", PARTITIONED, ids=[p.name for p in PARTITIONED])
+def test_reduce_overhead_with_graph_partitions_matches_eager(program, partitioned_as_on_a_gpu):
+    inputs = program.inputs(DEVICE)
+    expected = [run(program, program.fn, args) for args in inputs]
+    torch._dynamo.reset()
+    with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
+        compiled = torch.compile(fresh_copy(program.fn), fullgraph=True, mode="reduce-overhead")
+        actual = [run(program, compiled, args) for args in inputs]
+    assert graphs, "nothing was compiled through the FX backend"
+    for args, got, want in zip(inputs, actual, expected):
+        assert same(got, want, rtol=1e-4, atol=1e-5), (args, got, want)
+
+
+def test_the_fx_wrapper_turns_graph_partitions_off_and_says_why(caplog):
+    """Inductor asks ``maybe_disable_graph_partition`` before it lowers a graph: under
+    the FX wrapper the answer is no partitions, and with CUDA graphs asked for, one
+    line in the package's log; the Python wrapper keeps upstream's answer."""
+
+    def partitions_inside(cpp_wrapper=False):
+        with compile_fx.maybe_disable_graph_partition(cpp_wrapper, False):
+            return config.graph_partition
+
+    with config.patch(graph_partition=True, **{"triton.cudagraphs": True}):
+        ifx.enable()
+        assert partitions_inside(), "the Python wrapper lost its graph partitions"
+        with caplog.at_level(logging.INFO, logger="inductor_fx_unbacked"):
+            with ifx.fx_backend(DEVICE):
+                assert not partitions_inside()
+        assert [r.getMessage() for r in caplog.records if "graph partitions" in r.getMessage()]
+        ifx.disable()
+        assert partitions_inside(), "disable() left graph partitions off"

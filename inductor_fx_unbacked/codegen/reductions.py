@@ -1,0 +1,269 @@
+"""Reductions over a data-dependent length, in two stages, for the FX wrapper.
+
+Upstream never splits a reduction whose length has an unbacked symbol
+(``x[x > 0].sum()``): ``Reduction.num_splits`` gives up on a length it cannot
+hint, so one program reduces the whole length. Everything after that choice
+already handles a symbolic length (``create_multilayer``, the masks of
+``_multilayer_wrap_loader``), so these wrappers only make the choice:
+
+- ``num_splits`` asks upstream's own heuristic again, with the length's
+  value-range upper bound as its size (:func:`length_bound`), for a constant
+  number of programs, where the length has a bound. Sums, Welford reductions
+  and online softmax all ask ``num_splits``.
+- ``create`` lays an INNER split of a length that may exceed ``CHUNK`` out as
+  ``CeilDiv(u0, CHUNK)`` programs of a fixed ``CHUNK`` elements, so the first
+  stage's inner length is static and its kernel is tuned for the length it
+  reduces; the number of programs follows the length, bounded or not. OUTER
+  splits keep upstream's constant count of programs, each over
+  ``CeilDiv(u0, split)`` elements: chunks of an OUTER reduction would read
+  across rows.
+- ``dynamic_reshape_indexer`` flattens sizes with unbacked symbols itself,
+  which releases that hint them without a fallback cannot (``docs/upstream.md``).
+
+They change nothing unless the graph compiles with an FX wrapper codegen
+(inside ``fx_backend``): the Python and C++ wrappers keep upstream's reductions.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+from torch._inductor import config
+from torch._inductor.ir import Reduction, ReductionHint
+from torch._inductor.utils import sympy_product
+from torch._inductor.virtualized import V
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils._sympy.functions import CeilDiv, FloorDiv, ModularIndexing
+from torch.utils._sympy.value_ranges import bound_sympy
+
+from .. import _compat
+from .wrapper_fxir import registered_wrapper_is_fx
+
+#: The size the heuristic is asked about, for the chunk layout, where a length
+#: has no upper bound.
+UNBOUNDED_LENGTH_HINT = 1 << 24
+#: The largest upper bound taken for one: more elements than any one device holds
+#: bytes. Fake tensors bound a selection from a tensor of symbolic size by the
+#: int64 limit, which bounds nothing.
+LARGEST_BOUND = 1 << 40
+#: Elements per first-stage program of an INNER split.
+CHUNK = 1 << 16
+
+
+def length_bound(length: sympy.Expr) -> int | None:
+    """The value-range upper bound of ``length`` where it bounds a size (up to
+    :data:`LARGEST_BOUND`): the largest length the kernels must serve; else None."""
+    ranges = V.graph.sizevars.shape_env.var_to_range
+    bounds = {symbol: ranges[symbol] for symbol in length.free_symbols if symbol in ranges}
+    upper = bound_sympy(length, bounds).upper
+    if isinstance(upper, sympy.Integer) and upper <= LARGEST_BOUND:
+        return max(int(upper), 1)
+    return None
+
+
+def graph_compiles_with_fx_wrapper(device: torch.device | None = None) -> bool:
+    """Whether the graph being lowered gets an FX wrapper codegen: the one
+    registered for its device type, the one that is not the CPU where it has one
+    (as ``GraphLowering.init_wrapper_code`` chooses)."""
+    graph = V.graph
+    device_types = set(graph.device_types) | ({device.type} if device is not None else set())
+    device_type = next((d for d in sorted(device_types) if d not in ("cpu", "meta")), "cpu")
+    return registered_wrapper_is_fx(
+        device_type, cpp_wrapper=graph.cpp_wrapper, fx_wrapper=graph.fx_wrapper
+    )
+
+
+def splits_unbacked_length(
+    device: torch.device, length: Any, ranges: Sequence[Any], reduction_type: str
+) -> bool:
+    """Whether a reduction is one these wrappers split: over a length with an
+    unbacked symbol, into outputs of a length without one, under the FX wrapper."""
+    return (
+        config.split_reductions
+        # A scan has a split kernel of its own; a dot is a matmul; an arg
+        # reduction keeps its index in one program (upstream asserts no split).
+        and reduction_type != "scan"
+        and reduction_type != "dot"
+        and not reduction_type.startswith(("argmax", "argmin"))
+        and not _compat.strict_reduction_numerics()
+        and bool(free_unbacked_symbols(length))
+        and not free_unbacked_symbols(ranges)
+        and graph_compiles_with_fx_wrapper(device)
+    )
+
+
+def _function(descriptor: Any) -> Callable[..., Any]:
+    return getattr(descriptor, "__func__", descriptor)
+
+
+def _binder(upstream: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """A function that names the arguments of a call of ``upstream`` as upstream
+    does, defaults included: lowerings pass them by position and by keyword."""
+    signature = inspect.signature(upstream)
+
+    def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    return bind
+
+
+def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
+    """Wrap ``Reduction.num_splits`` (a staticmethod): where upstream keeps a
+    reduction over an unbacked length in one program, the split that upstream
+    chooses for the length's upper bound.
+
+    The split is a constant number of programs, each over ``CeilDiv(length,
+    split)`` elements, chosen for the longest length; without a bound, that
+    choice would be a guess paid at every length, so the reduction stays whole
+    (an INNER one is chunked by ``create`` instead)."""
+    upstream = _function(num_splits)
+    bind = _binder(upstream)
+
+    @functools.wraps(upstream)
+    def wrapper(*args: Any, **kwargs: Any) -> tuple[ReductionHint, Any]:
+        hint, split = upstream(*args, **kwargs)
+        call = bind(*args, **kwargs)
+        length = call["reduction_numel"]
+        if split != 1 or not splits_unbacked_length(
+            call["device"], length, call["ranges"], call["reduction_type"]
+        ):
+            return hint, split
+        bound = length_bound(length)
+        if bound is None:
+            return hint, split
+        bounded_hint, bounded_split = upstream(**{**call, "reduction_numel": sympy.Integer(bound)})
+        # -1 reuses the producer's ranges when their hint equals the length's:
+        # a comparison of static lengths, which the bound only stands in for.
+        if bounded_split == -1:
+            return hint, split
+        return bounded_hint, bounded_split
+
+    return staticmethod(wrapper)
+
+
+def chunking_unbacked_inner_reductions(create: Any) -> classmethod:
+    """Wrap ``Reduction.create`` (a classmethod): an INNER split of a reduction
+    over an unbacked length that may exceed ``CHUNK`` elements becomes
+    ``CeilDiv(length, CHUNK)`` first-stage programs of ``CHUNK`` elements each,
+    the last one masked. Their number follows the length, so a length without a
+    bound is split too, as upstream splits one of ``UNBOUNDED_LENGTH_HINT``."""
+    upstream = _function(create)
+    bind = _binder(upstream)
+
+    @functools.wraps(upstream)
+    def wrapper(cls: type[Reduction], *args: Any, **kwargs: Any) -> Any:
+        call = bind(cls, *args, **kwargs)
+        length = V.graph.sizevars.simplify(sympy_product(call["reduction_ranges"]))
+        # Welford and online-softmax reductions have their own ``create``, and
+        # split through ``num_splits`` alone.
+        if cls is Reduction and splits_unbacked_length(
+            call["device"], length, call["ranges"], call["reduction_type"]
+        ):
+            bound = length_bound(length)
+            # A static length: the heuristic as upstream asks it, unwrapped.
+            hint, split = cls.num_splits(
+                *(call[name] for name in _NUM_SPLITS_ARGUMENTS),
+                sympy.Integer(UNBOUNDED_LENGTH_HINT if bound is None else bound),
+                call["input_node"],
+            )
+            # Up to CHUNK elements are one program at most: upstream's split then.
+            if split > 1 and hint == ReductionHint.INNER and (bound is None or bound > CHUNK):
+                return _chunked(cls, call, length, split, hint)
+        return upstream(cls, *args, **kwargs)
+
+    return classmethod(wrapper)
+
+
+#: What ``create`` passes on to ``num_splits`` before the length, in its order.
+_NUM_SPLITS_ARGUMENTS = (
+    "device",
+    "dst_dtype",
+    "src_dtype",
+    "inner_fn",
+    "ranges",
+    "reduction_ranges",
+    "reduction_type",
+)
+
+
+def _chunked(
+    cls: type[Reduction],
+    call: dict[str, Any],
+    length: sympy.Expr,
+    split: int,
+    hint: ReductionHint,
+) -> Any:
+    """The two stages of ``call`` (``create``'s arguments): ``CeilDiv(length, CHUNK)``
+    programs of ``CHUNK`` elements, then the reduction of their partial results.
+    A hint the caller passed wins over ``num_splits``' ``hint``, as in upstream's
+    ``create``."""
+    if call["reduction_hint"] != ReductionHint.DEFAULT:
+        hint = call["reduction_hint"]
+    chunk = sympy.Integer(CHUNK)
+    programs = CeilDiv(length, chunk)
+    loader = _compat.multilayer_wrap_loader(
+        cls,
+        call["inner_fn"],
+        call["reduction_ranges"],
+        length,
+        programs,
+        chunk,
+        cls.default_value(call["reduction_type"], call["dst_dtype"]),
+        call["input_node"],
+    )
+    return cls.create_multilayer_helper(
+        call["device"],
+        call["dst_dtype"],
+        call["src_dtype"],
+        loader,
+        call["ranges"],
+        call["reduction_ranges"],
+        [*call["ranges"], programs],
+        [chunk],
+        call["reduction_type"],
+        split,
+        hint,
+    )
+
+
+def unflattening_unbacked_sizes(dynamic_reshape_indexer: Any) -> classmethod:
+    """Wrap ``View.dynamic_reshape_indexer`` (a classmethod): the flattening of
+    sizes with unbacked symbols into one length, which a split reduction loads
+    through, indexed row-major."""
+    upstream = _function(dynamic_reshape_indexer)
+
+    @functools.wraps(upstream)
+    def wrapper(
+        cls: type,
+        old_size: Sequence[Any],
+        new_size: Sequence[Any],
+        dense_dim: int | None = None,
+    ) -> Callable[[Sequence[Any]], Sequence[Any]]:
+        if (
+            dense_dim is None
+            and len(new_size) == 1
+            and free_unbacked_symbols(list(old_size))
+            and V.graph.sizevars.simplify(sympy_product(old_size) - new_size[0]) == 0
+            and graph_compiles_with_fx_wrapper()
+        ):
+            return functools.partial(_unflatten, list(old_size))
+        return upstream(cls, old_size, new_size, dense_dim)
+
+    return classmethod(wrapper)
+
+
+def _unflatten(sizes: list[Any], index: Sequence[Any]) -> list[Any]:
+    """The row-major index into ``sizes`` of the flat index ``index[0]``."""
+    (flat,) = index
+    strides = [sympy_product(sizes[position + 1 :]) for position in range(len(sizes))]
+    return [
+        FloorDiv(flat, stride) if position == 0 else ModularIndexing(flat, stride, size)
+        for position, (size, stride) in enumerate(zip(sizes, strides))
+    ]

@@ -1,0 +1,189 @@
+# Owner(s): ["module: inductor"]
+"""Reductions over a data-dependent length run in two stages under the FX backend.
+
+Upstream keeps a reduction over an unbacked length in one program; the overlay
+splits it as upstream splits one of the length's upper bound
+(``codegen/reductions.py``). Each program is compared with eager on inputs
+whose data-dependent sizes differ, an empty selection among them, and its FX
+graph must hold the split: a first-stage kernel over several programs, and a
+second that reduces the partial results the first wrote. ``SMALL`` inputs are
+just large enough for upstream's heuristic to split (a constant number of
+programs); ``LARGE`` ones may exceed ``CHUNK`` elements (``CeilDiv(u0, CHUNK)``
+programs). On CPU, the kernels run in Triton's interpreter.
+"""
+
+import torch
+from test_fxir_backend import FxirTestCase, kernel_calls
+from torch._inductor.utils import run_and_get_code
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.codegen.reductions import CHUNK
+from inductor_fx_unbacked.demo.programs import h1, h4
+from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+
+#: Elements of an input, and the columns of a 2-D one.
+SMALL, LARGE, COLUMNS = 12288, 1 << 17, 64
+#: Sums of ~10**5 float32 values, in another order than eager's.
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-3}
+
+
+def sum_of_item_rows(x, n):
+    rows = n.item()
+    torch._check(rows >= 0)
+    torch._check(rows <= x.shape[0])
+    return x[:rows].sum()
+
+
+def masked_full_sum(x):
+    return x[x[:, 0] > 0].sum()
+
+
+def masked_var_mean(x):
+    return torch.var_mean(x[x > 0])
+
+
+def masked_amax(x):
+    return x[x > 0].amax()
+
+
+def pointers(call, prefix):
+    return {value for name, value in call.kwargs["kwargs"].items() if name.startswith(prefix)}
+
+
+def reduction_calls(graphs):
+    return [call for call in kernel_calls(graphs) if "r0_numel" in call.kwargs["kwargs"]]
+
+
+def two_stages(graphs):
+    """The (first, second) reduction kernel calls where the second reduces what the
+    first wrote."""
+    reductions = reduction_calls(graphs)
+    return [
+        (first, second)
+        for first in reductions
+        for second in reductions
+        if pointers(first, "out_ptr") & pointers(second, "in_ptr")
+    ]
+
+
+class ReductionSplitTest(FxirTestCase):
+    def rows(self, n, positive_rows, seed=0):
+        """``n // COLUMNS`` rows, ``positive_rows`` of them with a positive first column."""
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n // COLUMNS, COLUMNS, generator=g).to(self.device)
+        x[:, 0] = self.signed(n // COLUMNS, positive_rows, seed)
+        return x
+
+    def run_split(self, fn, inputs, **compile_kwargs):
+        """Compile ``fn`` once, check it against eager on every input, return the graphs."""
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(fn, fullgraph=True, **compile_kwargs)
+            for args in inputs:
+                self.assertEqual(compiled(*args), fn(*args), **TOLERANCE)
+        self.check_meta(graphs)
+        return graphs
+
+    def assert_two_stages(self, graphs, *, chunked):
+        """The last reduction reads partial results of a first stage over several
+        programs: ``CHUNK`` elements each (INNER), or a constant count (OUTER)."""
+        pairs = two_stages(graphs)
+        self.assertTrue(pairs, "no reduction reads what another one wrote: not split")
+        first, second = pairs[-1]
+        first_sizes, second_sizes = first.kwargs["kwargs"], second.kwargs["kwargs"]
+        if chunked:
+            # CeilDiv(u0, CHUNK) programs, symbolic, whose partials the second reduces.
+            self.assertEqual(first_sizes["r0_numel"], CHUNK)
+            self.assertIsInstance(first_sizes["xnumel"], torch.fx.Node)
+            self.assertIs(second_sizes["r0_numel"], first_sizes["xnumel"])
+            self.assertEqual(second_sizes["xnumel"], 1)
+        else:
+            # A constant number of programs per output, each over a symbolic block.
+            self.assertIsInstance(first_sizes["r0_numel"], torch.fx.Node)
+            self.assertIsInstance(second_sizes["r0_numel"], int)
+            self.assertGreater(second_sizes["r0_numel"], 1)
+
+    def test_sum_of_a_long_masked_selection_is_chunked(self):
+        # h1: (x[x > 0].sin() * 2).sum()
+        inputs = [(self.signed(LARGE, p),) for p in (LARGE // 3, LARGE - 5, 0)]
+        graphs = self.run_split(h1, inputs)
+        self.assert_two_stages(graphs, chunked=True)
+
+    def test_sum_of_a_short_masked_selection_splits_in_constant_programs(self):
+        inputs = [(self.signed(SMALL, p),) for p in (SMALL // 3, SMALL - 5, 0)]
+        graphs = self.run_split(h1, inputs)
+        self.assert_two_stages(graphs, chunked=False)
+
+    def test_column_sums_over_masked_rows_split_outer(self):
+        # h4: x[x[:, 0] > 0].sum(dim=0)
+        graphs = self.run_split(h4, [(self.rows(SMALL, p),) for p in (150, 40, 0)])
+        self.assert_two_stages(graphs, chunked=False)
+
+    def test_sum_of_a_selection_from_a_symbolic_size_is_chunked(self):
+        # The selection's bound is the int64 limit, which bounds nothing: chunks,
+        # whose number follows the length.
+        inputs = [(self.signed(SMALL, p),) for p in (SMALL // 3, 0)]
+        graphs = self.run_split(h1, inputs, dynamic=True)
+        self.assert_two_stages(graphs, chunked=True)
+
+    def test_column_sums_over_rows_selected_from_a_symbolic_count_stay_whole(self):
+        # A constant number of programs would be chosen for a length of no bound.
+        inputs = [(self.rows(SMALL, 150),), (self.rows(SMALL // 2, 0),)]
+        graphs = self.run_split(h4, inputs, dynamic=True)
+        self.assertEqual(two_stages(graphs), [])
+        self.assertEqual(len(reduction_calls(graphs)), 1)
+
+    def test_full_sum_over_masked_rows_flattens_and_is_chunked(self):
+        inputs = [(self.rows(LARGE, p),) for p in (1500, 400, 0)]
+        graphs = self.run_split(masked_full_sum, inputs)
+        self.assert_two_stages(graphs, chunked=True)
+
+    def test_sum_over_item_rows_is_chunked(self):
+        x = torch.randn(LARGE // COLUMNS, COLUMNS, device=self.device)
+        inputs = [(x, torch.tensor(rows)) for rows in (LARGE // COLUMNS, 1234, 0)]
+        graphs = self.run_split(sum_of_item_rows, inputs)
+        self.assert_two_stages(graphs, chunked=True)
+
+    def test_var_mean_of_a_masked_selection_splits(self):
+        # Inductor's Welford mean of nothing is 0 where eager's is NaN, split or
+        # not: no empty selection here.
+        inputs = [(self.signed(SMALL, p),) for p in (SMALL // 3, SMALL - 5)]
+        graphs = self.run_split(masked_var_mean, inputs)
+        self.assert_two_stages(graphs, chunked=False)
+
+    def test_amax_of_a_long_masked_selection_is_chunked(self):
+        inputs = [(self.signed(LARGE, p),) for p in (LARGE // 3, 7)]
+        graphs = self.run_split(masked_amax, inputs)
+        self.assert_two_stages(graphs, chunked=True)
+
+    def test_split_sum_is_deterministic(self):
+        x = self.signed(LARGE, LARGE // 2)
+        old = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        try:
+            with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+                compiled = torch.compile(h1, fullgraph=True)
+                first, second = compiled(x), compiled(x)
+        finally:
+            torch.use_deterministic_algorithms(old)
+        self.assert_two_stages(graphs, chunked=True)
+        self.assertTrue(torch.equal(first, second), (first, second))
+        self.assertEqual(first, h1(x), **TOLERANCE)
+
+    def test_python_wrapper_keeps_one_program(self):
+        """Outside ``fx_backend`` the overlay leaves upstream's reductions alone."""
+        x = self.signed(SMALL, SMALL // 3)
+        ifx.enable()
+        try:
+            with python_wrapper_reference(self.device):
+                result, (code,) = run_and_get_code(torch.compile(h1, fullgraph=True), x)
+        finally:
+            ifx.disable()
+        self.assertEqual(result, h1(x), **TOLERANCE)
+        reductions = code.count("def triton_red_") + code.count("def triton_per_")
+        self.assertEqual(reductions, 1, code)
+
+
+if __name__ == "__main__":
+    from torch._inductor.test_case import run_tests
+
+    run_tests()
