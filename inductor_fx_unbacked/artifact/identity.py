@@ -19,7 +19,7 @@ ARTIFACT_FORMAT = 3
 #: The folders of the package whose code makes or runs artifacts. The demo's
 #: programs and the example layers (``demo/``) are fixtures, not the product:
 #: editing them must not change every cache key.
-PRODUCT_FOLDERS = ("codegen", "artifact", "runner", "integration")
+PRODUCT_FOLDERS = ("_compat", "codegen", "artifact", "runner", "integration")
 
 
 @functools.cache
