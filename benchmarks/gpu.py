@@ -48,6 +48,8 @@ class Share:
     seconds: float
     report: Path
     log: Path
+    #: Benchmarks measure the steady state only (``--steady-only``).
+    steady_only: bool = False
 
     def budget(self, fraction: float = 0.85) -> str:
         """The seconds to tell a benchmark, leaving it time to write its report."""
@@ -99,7 +101,10 @@ def _missing_upstream_suite() -> str | None:
 def _data_dependent(share: Share) -> list[str]:
     if share.quick:
         return ["--device", share.device, "--quick", "--out", str(share.report)]
-    return ["--budget-s", share.budget(), "--out", str(share.report)]
+    backends = ["eager", "python", "python-reduce-overhead", "fx", "fx+cudagraphs"]
+    steady = ["--skip-cold"] if share.steady_only else []
+    arguments = ["--backends", *backends, *steady]
+    return [*arguments, "--budget-s", share.budget(), "--out", str(share.report)]
 
 
 def _warm_start(share: Share) -> list[str]:
@@ -162,6 +167,32 @@ PARTS = {
                 *("test/test_misuse.py", "test/test_overlay.py", "test/test_user_kernel_parts.py"),
             ),
             quick_pytest_args=("test/test_compat.py", "-k", "resolves"),
+        ),
+        Part(
+            "trust",
+            "A graph runs its own kernels; first-call tuning; threads; caches",
+            weight=3,
+            pytest_args=(
+                "test/inductor/test_fxir_kernel_identity.py",
+                "test/inductor/test_fxir_tuning.py",
+                "test/inductor/test_fxir_threads.py",
+                "test/inductor/test_fxir_caching.py",
+                "test/inductor/test_fxir_runner.py",
+            ),
+            quick_pytest_args=("test/inductor/test_fxir_kernel_identity.py", "-k", "forward"),
+        ),
+        Part(
+            "cuda-graphs",
+            "CUDA graphs between host syncs, split reductions, reduce-overhead",
+            weight=3,
+            pytest_args=(
+                "test/inductor/test_fxir_cuda_graphs.py",
+                "test/inductor/test_fxir_reductions.py",
+                "test/corpus/test_modes.py",
+                "-k",
+                "cuda_graphs or CudaGraph or reduction or Reduction or reduce-overhead",
+            ),
+            quick_pytest_args=("test/inductor/test_fxir_reductions.py", "-k", "short_masked"),
         ),
         Part(
             "caches",
@@ -242,6 +273,8 @@ class Session:
     def __init__(self, args: argparse.Namespace) -> None:
         self.device: str = args.device
         self.quick: bool = args.quick
+        self.steady_only: bool = args.steady_only
+        self.pytest_workers: int | None = args.pytest_workers
         self.out = Path(args.out)
         self.deadline = time.monotonic() + args.budget_s - MARGIN_S
         self.stopping = threading.Event()
@@ -262,7 +295,12 @@ class Session:
     def run_part(self, part: Part, seconds: float, gpus: str | None) -> Outcome:
         report = harness.result_path(self.out, self.device, part.name)
         share = Share(
-            self.device, self.quick, seconds, report, self.out / "logs" / f"{part.name}.log"
+            self.device,
+            self.quick,
+            seconds,
+            report,
+            self.out / "logs" / f"{part.name}.log",
+            self.steady_only,
         )
         why_not = self._why_not(part, seconds)
         if why_not:
@@ -276,7 +314,9 @@ class Session:
                 f"stopped before it ended (its output so far: `{share.log}`)."
             )
             arguments = part.quick_pytest_args if self.quick else part.pytest_args
-            result = harness.run_pytest(arguments, timeout=seconds, env=env, log=share.log)
+            result = harness.run_pytest(
+                arguments, timeout=seconds, env=env, log=share.log, workers=self.pytest_workers
+            )
             body.replace(harness.pytest_lines(result))
         else:
             result = harness.run_child(
@@ -372,6 +412,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--lanes", type=int, default=None, help="parts side by side (default: GPUs)"
     )
     parser.add_argument("--list", action="store_true", help="list the parts and exit")
+    parser.add_argument(
+        "--steady-only", action="store_true", help="benchmarks skip their cold compiles"
+    )
+    parser.add_argument(
+        "--pytest-workers", type=int, default=None, help="pytest-xdist workers per test part"
+    )
     parser.add_argument(
         "--install-wheels", default=None, metavar="DIR", help="pip-install DIR/*.whl first"
     )

@@ -263,11 +263,14 @@ def run_pytest(
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     log: str | Path | None = None,
+    workers: int | None = None,
 ) -> ChildResult:
     """pytest on ``tests`` with Inductor's caches as the environment has them (on, as
-    users run them, unless it forces them off), each test's outcome on its own line."""
+    users run them, unless it forces them off), each test's outcome on its own line;
+    with ``workers``, that many pytest-xdist workers."""
     command = [sys.executable, "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider"]
-    command += [*tests, *(["-k", keyword] if keyword else [])]
+    command += [*(["-n", str(workers)] if workers else []), *tests]
+    command += ["-k", keyword] if keyword else []
     return run_child(command, fresh_caches=True, timeout=timeout, env=env, log=log)
 
 
