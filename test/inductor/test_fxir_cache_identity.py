@@ -19,6 +19,8 @@ import torch
 from torch._dynamo.utils import counters
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.artifact.identity import package_hash
+from inductor_fx_unbacked.artifact.kernels import owned_kernels
 from inductor_fx_unbacked.integration import caches
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -118,7 +120,7 @@ class TestOverlayInTheKey:
 
         with cache_scenario.overlay_state(enabled=True):
             uuid = common.custom_backend_passes[IDENTITY_KEY].uuid()
-            assert uuid is not None
+            assert package_hash() in uuid
             with cache_scenario.overlay_state(enabled=False):
                 assert IDENTITY_KEY not in common.custom_backend_passes
             assert common.custom_backend_passes[IDENTITY_KEY].uuid() == uuid
@@ -150,30 +152,34 @@ class TestUpstreamConverter:
         assert all(cache_hits(report) == 0 for report in reports.values())
 
 
-def positives_sin(x):
-    return x[x > 0].sin() * 2
+def autotuners(graphs: list[torch.fx.GraphModule]) -> set[int]:
+    """The ids of the autotuners of the graphs' kernels (the graphs keep them alive)."""
+    hop = torch.ops.higher_order.triton_kernel_wrapper_mutation
+    return {
+        id(owned_kernels(gm).tuner(node.kwargs["kernel_idx"]))
+        for gm in graphs
+        for node in gm.graph.nodes
+        if node.target is hop
+    }
 
 
-def positives_cos(x):
-    return x[x > 0].cos() + 5
-
-
-def test_compiled_graph_pickles_after_graphs_ran_their_kernels():
-    """Inductor pickles each compiled graph into its cache. Two programs share a
-    kernel (the mask); the first's graph runs it through ``gm.forward``, which
-    compiles it with Triton's JIT, before the second program compiles: nothing of
-    that run reaches what Inductor pickles."""
+def test_compiled_graph_pickles_after_its_kernels_ran_in_a_graph():
+    """Inductor pickles each compiled graph into its cache, with the autotuners of
+    its kernels. The same program compiles twice with the same kernels (a miss: the
+    runner differs); in between, the first graph ran them through ``gm.forward``,
+    which compiles them with Triton's JIT. Nothing of that run reaches what
+    Inductor pickles the second time."""
     x = torch.tensor([1.0, -1.0, 2.0, -2.0, 3.0, 4.0], device=DEVICE)
+    program = cache_scenario.program
     counters.clear()
-    with (
-        cache_scenario.caches_on(),
-        torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True),
-    ):
-        # Static: the graph's only input is x.
-        first = ifx.capture_fx_graphs(positives_sin, x, device=DEVICE, fullgraph=True)
-        (gm,) = first.graphs
-        torch.testing.assert_close(gm.forward(x), positives_sin(x))
-        second = ifx.capture_fx_graphs(positives_cos, x, device=DEVICE, fullgraph=True)
-    torch.testing.assert_close(second.outputs, positives_cos(x))
+    graphs = []
+    with cache_scenario.caches_on():
+        for runner in ("graph", "lowered"):
+            with ifx.fx_backend(DEVICE, runner=runner), ifx.recording_graphs() as recorded:
+                torch._dynamo.reset()
+                compiled = torch.compile(program, dynamic=True, fullgraph=True)
+                torch.testing.assert_close(compiled(x), program(x))
+            graphs.append(recorded)
+    assert autotuners(graphs[0]) == autotuners(graphs[1]) != set()
     assert counters["inductor"]["fxgraph_cache_miss"] == 2
     assert counters["inductor"]["fxgraph_cache_pickle_error"] == 0
