@@ -81,7 +81,8 @@ def pairs_program(x: torch.Tensor) -> torch.Tensor:
 
 #: An input on which ``pairs`` returns 7 entries though its fake promised 2 * u0:
 #: the overlay's wrapper raises (7 is not divisible by 2); upstream's defines u0 = 3
-#: and doubles 6 of the 7 in place, leaving the last one as the op returned it.
+#: and doubles 6 entries (the 7th is left as the op returned it, or dropped,
+#: depending on the release's buffer reuse).
 ODD_PAIRS = [-200.0, 1.0, 2.0, -1.0, 3.0]
 
 
@@ -210,12 +211,12 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
     }
 
 
-def _outcome(compiled: Any, x: torch.Tensor) -> str:
-    """What a call did: ``raised <message>`` or ``returned <values>``."""
+def _outcome(compiled: Any, x: torch.Tensor) -> dict[str, Any]:
+    """What a call did: ``{"raised": <message>}`` or ``{"returned": <values>}``."""
     try:
-        return f"returned {compiled(x).tolist()}"
+        return {"returned": compiled(x).tolist()}
     except RuntimeError as e:
-        return f"raised {str(e).strip().splitlines()[0]}"
+        return {"raised": str(e).strip().splitlines()[0]}
 
 
 def _entries(directory: str | None) -> set[str]:
