@@ -72,12 +72,11 @@ def tests(session: nox.Session, torch: str) -> None:
         "import torch, triton, numpy; print('torch', torch.__version__, "
         "'triton', triton.__version__, 'numpy', numpy.__version__)",
     )
-    # Two pytest-xdist workers by default; arguments after -- replace them. The
-    # corpus's static mode runs on the oldest release only (CI time): what differs
-    # between releases shows with dynamic=True, which runs everywhere.
+    # The README's command, as users run it (Inductor's caches on; each test gets
+    # fresh cache dirs). Arguments after -- replace "-n 2". The corpus's static
+    # mode runs on the oldest release only (CI time): what differs between
+    # releases shows with dynamic=True, which runs everywhere.
     pytest_args = session.posargs or ["-n", "2"]
     if not session.posargs and torch != OLDEST:
         pytest_args += ["-m", "not corpus_static"]
-    session.run(
-        "python", "-m", "pytest", *pytest_args, env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
-    )
+    session.run("python", "-m", "pytest", *pytest_args)

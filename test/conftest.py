@@ -5,7 +5,10 @@
   (docs/reference.md says when that is, per Triton release); set here, before
   any test module imports Triton.
 - Each pytest-xdist worker gets a cache dir of its own, so that no worker reads
-  what another is writing (a run that sets ``TORCHINDUCTOR_CACHE_DIR`` keeps it).
+  what another is writing (a run that sets ``TORCHINDUCTOR_CACHE_DIR`` keeps it),
+  and each test fresh Inductor and Triton cache dirs of its own (``fresh_caches``):
+  with the caches on, as users run the suite, no test is served what another
+  test compiled (``InductorTestCase`` does the same for its tests).
 - ``test/corpus`` is importable from every test file, so that the corpus's
   programs and custom ops are defined once (``programs``), whichever file uses
   them first.
@@ -28,6 +31,20 @@ if _worker is not None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"inductor-{_worker}-")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "corpus"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    """Fresh Inductor and Triton cache dirs for each test, removed after it.
+
+    Inductor's ``fresh_cache`` also empties the in-memory caches that remember
+    compiled modules and the cache dir.
+    """
+    from torch._inductor.utils import fresh_cache
+
+    with fresh_cache():
+        yield
+
 
 # Tests marked ``caches_on`` run with Inductor's caches on. TORCHINDUCTOR_FORCE_DISABLE_CACHES
 # overrides any config patch (``env_name_force``), so under that variable such a

@@ -12,19 +12,30 @@ wrapper fails too; the FX path's own errors always fail the test, and where only
 the reference fails, the FX path is still checked against eager and the expected
 failure names the reference. Every unbacked symbol the converter defines must be
 defined by a node tagged ``meta["unbacked_symbol"]``.
+
+The same compile is stored and restored (``check_stored_artifacts``) as a warm
+start restores it from Inductor's caches; with the caches on, Inductor pickles
+what it compiled, and nothing of it may fail to pickle.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 from programs import CORPUS, expect_inductor_limit, fresh_copy, one_line, run
+from torch._dynamo.utils import counters
 from torch._inductor.codegen.wrapper_fxir import FxConverter
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked import runner
+from inductor_fx_unbacked.artifact import store
 from inductor_fx_unbacked.demo.programs import same
 from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
 
@@ -56,6 +67,85 @@ def recording_definitions():
         FxConverter.generate = generate
 
 
+@dataclasses.dataclass
+class BuiltRunner:
+    """A callable that a runner built for a graph, and the arguments of its first call."""
+
+    gm: torch.fx.GraphModule
+    runner: str
+    run: Callable[..., Any]
+    args: list[Any] | None = None
+
+
+@contextlib.contextmanager
+def recording_runners():
+    """Every callable that ``runner.compile_graph`` builds for the FX backend's graphs,
+    with a copy of the arguments of its first call."""
+    built: list[BuiltRunner] = []
+    compile_graph = runner.compile_graph
+
+    def recording(gm, runner_name):
+        record = BuiltRunner(gm, runner_name, compile_graph(gm, runner_name))
+        built.append(record)
+
+        @functools.wraps(record.run)
+        def run(*args):
+            if record.args is None:
+                record.args = copies(args)
+            return record.run(*args)
+
+        return run
+
+    runner.compile_graph = recording
+    try:
+        yield built
+    finally:
+        runner.compile_graph = compile_graph
+
+
+def copies(args):
+    """Copies of the tensors among ``args``, with their strides."""
+    return [
+        torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+        if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    ]
+
+
+def one_call(run, args):
+    """``run``'s result on copies of ``args``, and on CUDA the peak memory the call
+    allocated beyond what was allocated before it."""
+    args = copies(args)
+    if DEVICE != "cuda":
+        return run(*args), None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = run(*args)
+    torch.cuda.synchronize()
+    return result, torch.cuda.max_memory_allocated() - before
+
+
+def check_stored_artifacts(built: list[BuiltRunner]) -> None:
+    """Each graph compiled and run, stored and restored as a warm start restores it
+    for no one but the runner (``integration/caches.load_artifact``: no fake
+    values): the same graph and straight-line code, the same results and, on CUDA,
+    the same peak memory."""
+    called = [record for record in built if record.args is not None]
+    assert called, "no graph of the FX backend was called"
+    for record in called:
+        loaded = store.loads(store.dumps(record.gm, record.runner), with_values=False)
+        assert loaded.gm.code == record.gm.code
+        warm = runner.compile_graph(loaded.gm, loaded.runner)
+        assert warm.source == record.run.source
+        cold_result, cold_peak = one_call(record.run, record.args)
+        one_call(warm, record.args)  # a first call may tune
+        warm_result, warm_peak = one_call(warm, record.args)
+        assert same(warm_result, cold_result), record.gm.code
+        assert warm_peak == cold_peak
+
+
 def python_wrapper(program, inputs, dynamic):
     """The Python wrapper's results, or its error; on CPU with the CPU mode's
     Triton kernels, so that only the wrapper differs."""
@@ -80,19 +170,25 @@ def test_fx_backend_matches_eager_and_the_python_wrapper(program, dynamic):
     python = python_wrapper(program, inputs, dynamic)
     python_error = python if isinstance(python, Exception) else None
     torch._dynamo.reset()
+    before = cache_counters()
     try:
         with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
-            with recording_definitions() as definitions:
+            with recording_definitions() as definitions, recording_runners() as built:
                 fn = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=dynamic)
                 actual = results(program, fn, inputs)
     except Exception as fx_error:
         expect_inductor_limit(program, "the FX path", fx_error, python_error)
         raise
     assert graphs, "nothing was compiled through the FX backend"
+    # Compiled, not served: no earlier compile in this test's cache dir is the FX backend's.
+    new = {name: count - before.get(name, 0) for name, count in cache_counters().items()}
+    assert new.get("fxgraph_cache_hit", 0) == new.get("autograd_cache_hit", 0) == 0, new
+    assert new.get("fxgraph_cache_pickle_error", 0) == 0, "Inductor could not pickle a graph"
     for args, got, want in zip(inputs, actual, expected):
         assert same(got, want, rtol=1e-4, atol=1e-5), (args, got, want)
     for symbol, node in definitions:
         assert str(node.meta.get("unbacked_symbol")) == symbol, node.format_node()
+    check_stored_artifacts(built)
     if python_error is not None:
         pytest.xfail(
             "the FX path matches eager; the reference, Inductor's Python wrapper, fails: "
@@ -100,6 +196,10 @@ def test_fx_backend_matches_eager_and_the_python_wrapper(program, dynamic):
         )
     for args, got, from_python in zip(inputs, actual, python):
         assert same(got, from_python, rtol=1e-4, atol=1e-5), (args, got, from_python)
+
+
+def cache_counters():
+    return {**counters["inductor"], **counters["aot_autograd"]}
 
 
 def as_module(fn):

@@ -1,14 +1,25 @@
 """One compile of a data-dependent program with Inductor's caches on, as a user runs it.
 
-Run as a script (a fresh process: ``python cache_scenario.py BACKEND DEVICE``) or
-call :func:`compile_and_run` in the current process. It compiles
-``nonzero(x > 0) * 2 + 1`` with ``dynamic=True``, either with the FX backend
-(``fx``) or with Inductor's Python wrapper (``python``; on CPU with Triton
-kernels run by Triton's interpreter, so that both backends compile the same
-kernels and only the wrapper differs), calls it on two inputs whose nonzero
-counts differ, and reports what happened as JSON on stdout: the FX graphs
-recorded, the unbacked symbols they define, whether the results match eager,
-and Inductor's and AOTAutograd's cache counters.
+Run as a script (a fresh process: ``python cache_scenario.py SCENARIO DEVICE
+[--uuidless-pass]``) or call :func:`compile_and_run` in the current process. A
+scenario compiles a program with ``dynamic=True`` in one of these ways:
+
+- ``fx``: ``fx_backend(device)``;
+- ``upstream-fx``: ``fx_backend(device, runner="graph")`` with the overlay
+  disabled inside it and Inductor's assert flags off (upstream's converter then
+  converts the graph, as ``benchmarks/data_dependent.py`` compiles it);
+- ``python``: Inductor's Python wrapper (on CPU with Triton kernels run by
+  Triton's interpreter, so that the wrappers compile the same kernels);
+- ``python-overlay`` and ``python-upstream``: the Python wrapper with the overlay
+  enabled or disabled, on :func:`pairs_program`, whose custom op's fake promises
+  an even size: the overlay's wrapper checks that promise (``DivideByKey``),
+  upstream's does not.
+
+``--uuidless-pass`` first registers, for the device, a custom backend pass
+without a uuid. The scenario calls the compiled program on two inputs whose
+data-dependent sizes differ and reports as JSON on stdout: whether the results
+match eager, the FX graphs recorded and the unbacked symbols they define, what
+a call on :data:`ODD_PAIRS` did, and Inductor's and AOTAutograd's cache counters.
 
 The cache directories come from the environment (``TORCHINDUCTOR_CACHE_DIR``,
 ``TRITON_CACHE_DIR``); the caller makes them fresh.
@@ -19,10 +30,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
+
+SCENARIOS = ("fx", "upstream-fx", "python", "python-overlay", "python-upstream")
+
+#: Inductor's checks that upstream's converter cannot convert, off for ``upstream-fx``.
+UPSTREAM_FX_CONFIG = {
+    "alignment_asserts": False,
+    "size_asserts": False,
+    "scalar_asserts": False,
+    "nan_asserts": False,
+}
 
 
 def program(x: torch.Tensor) -> torch.Tensor:
@@ -35,6 +59,31 @@ def inputs(device: str) -> list[torch.Tensor]:
         torch.tensor([1.0, -1.0, 2.0, -2.0, 3.0, -3.0, -4.0, -5.0], device=device),
         torch.tensor([1.0, 2.0, 3.0, -1.0, 4.0, 5.0, 6.0, -2.0], device=device),
     ]
+
+
+@torch.library.custom_op("cache_scenario::pairs", mutates_args=())
+def pairs(x: torch.Tensor) -> torch.Tensor:
+    """Each positive entry of ``x`` twice; and, where ``x[0] < -100``, ``x[0]`` once
+    more, which breaks the fake's promise of an even size."""
+    positive = x[x > 0]
+    extra = x[:1][x[:1] < -100]
+    return torch.cat([positive, positive, extra])
+
+
+@pairs.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(2 * torch.library.get_ctx().new_dynamic_size())
+
+
+def pairs_program(x: torch.Tensor) -> torch.Tensor:
+    return pairs(x) * 2
+
+
+#: An input on which ``pairs`` returns 7 entries though its fake promised 2 * u0:
+#: the overlay's wrapper raises (7 is not divisible by 2); upstream's defines u0 = 3
+#: and doubles 6 entries (the 7th is left as the op returned it, or dropped,
+#: depending on the release's buffer reuse).
+ODD_PAIRS = [-200.0, 1.0, 2.0, -1.0, 3.0]
 
 
 def caches_on() -> contextlib.ExitStack:
@@ -51,8 +100,47 @@ def caches_on() -> contextlib.ExitStack:
     return stack
 
 
-def compile_and_run(backend: str, device: str) -> dict[str, Any]:
+@contextlib.contextmanager
+def uuidless_pass(device: str) -> Iterator[None]:
+    """A custom backend pass without a uuid registered for ``device``, as a user or
+    another backend may have done before ``fx_backend``."""
+    from torch._inductor.codegen import common
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    class NoUuid(CustomGraphModulePass):
+        def __call__(self, gm: torch.fx.GraphModule) -> None:
+            pass
+
+        def uuid(self) -> None:
+            return None
+
+    common.init_backend_registration()
+    saved = common.custom_backend_passes.get(device)
+    common.custom_backend_passes[device] = NoUuid()
+    try:
+        yield
+    finally:
+        common.custom_backend_passes[device] = saved
+
+
+@contextlib.contextmanager
+def overlay_state(enabled: bool) -> Iterator[None]:
+    """The overlay enabled or disabled inside, and as it was afterwards."""
+    import inductor_fx_unbacked as ifx
+
+    before = ifx.is_enabled()
+    (ifx.enable if enabled else ifx.disable)()
+    try:
+        yield
+    finally:
+        (ifx.enable if before else ifx.disable)()
+
+
+def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> dict[str, Any]:
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; the scenarios are {SCENARIOS}")
     from torch._dynamo.utils import counters
+    from torch._inductor import config
 
     counters.clear()
     torch._dynamo.reset()
@@ -61,28 +149,47 @@ def compile_and_run(backend: str, device: str) -> dict[str, Any]:
     lowered: list[torch.fx.GraphModule] = []
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     triton_entries = _entries(triton_cache)
+    fn = pairs_program if scenario.startswith("python-") else program
     with contextlib.ExitStack() as stack:
         stack.enter_context(caches_on())
-        if backend == "fx":
+        if uuidless:
+            stack.enter_context(uuidless_pass(device))
+        if scenario in ("fx", "upstream-fx"):
             import inductor_fx_unbacked as ifx
             from inductor_fx_unbacked.runner import lowering
 
-            stack.enter_context(ifx.fx_backend(device))
+            if scenario == "upstream-fx":
+                stack.enter_context(overlay_state(enabled=False))
+                stack.enter_context(config.patch(UPSTREAM_FX_CONFIG))
+                stack.enter_context(ifx.fx_backend(device, runner="graph"))
+                ifx.disable()
+            else:
+                stack.enter_context(ifx.fx_backend(device))
             graphs = stack.enter_context(ifx.recording_graphs())
             # Which graphs the lowered runner received.
             lower = lowering.lower
             lowering.lower = lambda gm, *a: lowered.append(gm) or lower(gm, *a)
             stack.callback(setattr, lowering, "lower", lower)
-        elif device == "cpu":
-            from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+        else:
+            if scenario != "python":
+                stack.enter_context(overlay_state(enabled=scenario == "python-overlay"))
+                # Inductor's output size check would catch the broken promise on
+                # either side; the divisibility check is the overlay's difference.
+                stack.enter_context(config.patch(size_asserts=False))
+            if device == "cpu":
+                from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
 
-            stack.enter_context(python_wrapper_reference(device))
-        compiled = torch.compile(program, dynamic=True, fullgraph=True)
-        matches = [torch.equal(compiled(x), program(x)) for x in inputs(device)]
+                stack.enter_context(python_wrapper_reference(device))
+        compiled = torch.compile(fn, dynamic=True, fullgraph=True)
+        matches = [torch.equal(compiled(x), fn(x)) for x in inputs(device)]
+        odd_pairs = None
+        if fn is pairs_program:
+            odd_pairs = _outcome(compiled, torch.tensor(ODD_PAIRS, device=device))
     return {
-        "backend": backend,
+        "scenario": scenario,
         "package_loaded_before": package_loaded_before,
         "matches": matches,
+        "odd_pairs": odd_pairs,
         "graphs": len(graphs),
         "unbacked_definitions": [
             str(node.meta["unbacked_symbol"])
@@ -104,14 +211,52 @@ def compile_and_run(backend: str, device: str) -> dict[str, Any]:
     }
 
 
+def _outcome(compiled: Any, x: torch.Tensor) -> dict[str, Any]:
+    """What a call did: ``{"raised": <message>}`` or ``{"returned": <values>}``."""
+    try:
+        return {"returned": compiled(x).tolist()}
+    except RuntimeError as e:
+        return {"raised": str(e).strip().splitlines()[0]}
+
+
 def _entries(directory: str | None) -> set[str]:
     if not directory or not os.path.isdir(directory):
         return set()
     return set(os.listdir(directory))
 
 
+def run_in_new_process(scenario: str, device: str, *, uuidless: bool = False) -> dict[str, Any]:
+    """:func:`compile_and_run` in a fresh Python process, with the cache dirs of this
+    one and Inductor's caches on (whatever this process's environment forces)."""
+    root = Path(__file__).parents[2]
+    env = dict(os.environ)
+    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    env.pop("TORCH_COMPILE_FORCE_DISABLE_CACHES", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    command = [sys.executable, __file__, scenario, device]
+    if uuidless:
+        command.append("--uuidless-pass")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def cache_hits(report: dict[str, Any]) -> int:
+    """Entries served by Inductor's FX graph cache and AOTAutograd's cache."""
+    inductor = report["counters"].get("inductor", {})
+    aot = report["counters"].get("aot_autograd", {})
+    return inductor.get("fxgraph_cache_hit", 0) + aot.get("autograd_cache_hit", 0)
+
+
+def cache_bypasses(report: dict[str, Any]) -> int:
+    """Compiles that bypassed Inductor's FX graph cache or AOTAutograd's cache."""
+    inductor = report["counters"].get("inductor", {})
+    aot = report["counters"].get("aot_autograd", {})
+    return inductor.get("fxgraph_cache_bypass", 0) + aot.get("autograd_cache_bypass", 0)
+
+
 if __name__ == "__main__":
-    backend, device = sys.argv[1:3]
+    scenario, device, *options = sys.argv[1:]
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    print(json.dumps(compile_and_run(backend, device)))
+    print(json.dumps(compile_and_run(scenario, device, uuidless="--uuidless-pass" in options)))

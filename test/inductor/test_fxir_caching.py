@@ -10,10 +10,7 @@ one process and across processes (``cache_scenario.py`` run as a script).
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import cache_scenario  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.caches_on
 
 
@@ -48,26 +44,11 @@ def cache_dirs(tmp_path):
     torch._dynamo.reset()
 
 
-def run_in_new_process(backend: str) -> dict:
-    env = dict(os.environ)
-    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    script = Path(cache_scenario.__file__)
-    result = subprocess.run(
-        [sys.executable, str(script), backend, DEVICE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def run_in_new_process(scenario: str) -> dict:
+    return cache_scenario.run_in_new_process(scenario, DEVICE)
 
 
-def hits(report: dict) -> int:
-    inductor = report["counters"].get("inductor", {})
-    aot = report["counters"].get("aot_autograd", {})
-    return inductor.get("fxgraph_cache_hit", 0) + aot.get("autograd_cache_hit", 0)
+hits = cache_scenario.cache_hits
 
 
 def assert_compiled_fx(report: dict) -> None:
