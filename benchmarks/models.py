@@ -492,10 +492,8 @@ def compile_and_check(
     import torch
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked.integration.cpu_mode import (
-        InterpreterUnsupportedError,
-        python_wrapper_reference,
-    )
+    from inductor_fx_unbacked.codegen.converters import InterpreterUnsupportedError
+    from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
 
     torch._dynamo.reset()
     if backend == "fx":
