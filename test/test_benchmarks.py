@@ -60,7 +60,7 @@ def test_a_part_past_its_share_is_stopped_and_its_report_keeps_what_ran(tmp_path
 def test_unknown_part_is_refused_naming_the_parts(tmp_path):
     done = run_gpu_entry_point("--parts", "tests,warmstart", "--out", tmp_path)
     assert done.returncode == 2
-    assert "unknown parts warmstart; the parts are tests, caches," in done.stderr
+    assert "unknown parts warmstart; the parts are tests, trust, cuda-graphs," in done.stderr
     assert not list(tmp_path.iterdir())
 
 

@@ -84,8 +84,8 @@ def recording_runners():
     built: list[BuiltRunner] = []
     compile_graph = runner.compile_graph
 
-    def recording(gm, runner_name):
-        record = BuiltRunner(gm, runner_name, compile_graph(gm, runner_name))
+    def recording(gm, runner_name, **options):
+        record = BuiltRunner(gm, runner_name, compile_graph(gm, runner_name, **options))
         built.append(record)
 
         @functools.wraps(record.run)
