@@ -299,7 +299,7 @@ def steady_state(
         graphs_before = dynamo_graphs()
         times: dict[str, list[float]] = {backend: [] for backend in runners}
         order = list(runners)
-        deadline = time.perf_counter() + args.seconds
+        sampling_until = time.perf_counter() + args.seconds
         samples, next_check = 0, args.min_samples
         while samples < args.max_samples:
             # Outside the backends' contexts (entering one takes milliseconds):
@@ -316,7 +316,7 @@ def steady_state(
             samples += 1
             if samples >= next_check:
                 next_check = int(samples * 1.5)
-                if time.perf_counter() > deadline or all(
+                if time.perf_counter() > sampling_until or all(
                     r["high"] / r["ratio"] - 1 < args.precision
                     and 1 - r["low"] / r["ratio"] < args.precision
                     for r in paired_ratios(times, resamples=400).values()

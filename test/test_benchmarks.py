@@ -124,3 +124,21 @@ def test_parts_spread_over_gpus_by_weight_each_lane_in_the_given_order():
         ["tests", "warm-start"],
     ]
     assert lanes_for(parts, 1) == [parts]
+
+
+def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_path):
+    # Each program's sampling stops at --seconds; the run's budget still covers the next.
+    report = tmp_path / "report.md"
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.data_dependent", "--device", "cpu", "--n", "1000"]
+        + ["--skip-cold", "--programs", "P1", "P3", "--backends", "eager", "fx"]
+        + ["--seconds", "0.01", "--min-samples", "3", "--max-samples", "3"]
+        + ["--budget-s", "600", "--out", str(report)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    text = report.read_text()
+    assert "Not measured" not in text
+    assert re.search(r"^\| P1 \|", text, re.M) and re.search(r"^\| P3 \|", text, re.M)

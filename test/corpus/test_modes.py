@@ -32,6 +32,7 @@ import pytest
 import torch
 from programs import CORPUS, CorpusProgram, expect_inductor_limit, fresh_copy, one_line, run
 from torch._inductor import compile_fx, config, scheduler
+from torch.utils._pytree import tree_map_only
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.programs import same
@@ -151,9 +152,14 @@ def program_for(mode: Mode, name: str) -> tuple[Any, Callable[..., Any]]:
     return program, (WithParameter(fn).eval() if mode.frozen else fn)
 
 
-def results(mode: Mode, program: Any, fn: Callable[..., Any], inputs: list) -> list:
+def results(
+    mode: Mode, program: Any, fn: Callable[..., Any], inputs: list, *, copied: bool = False
+) -> list:
+    """``fn``'s results on each input; ``copied``: copies taken as each call returns."""
     with config.patch(mode.inductor_config), torch.set_grad_enabled(not mode.frozen):
-        return [run(program, fn, args) for args in inputs]
+        if not copied:
+            return [run(program, fn, args) for args in inputs]
+        return [tree_map_only(torch.Tensor, torch.clone, run(program, fn, args)) for args in inputs]
 
 
 def compiled(mode: Mode, name: str) -> Callable[..., Any]:
@@ -166,8 +172,11 @@ def python_wrapper_results(mode: Mode, name: str, program: Any, inputs: list) ->
     """The Python wrapper's results in ``mode``, or its own failure."""
     try:
         # On CPU with the CPU mode's Triton kernels: only the wrapper differs.
+        # Copied: under reduce-overhead, Inductor's CUDA graph trees reuse a graph's
+        # output memory on its next call (their error says to copy what outlives it).
+        # The FX runner's outputs outlive the next call uncopied.
         with python_wrapper_reference(DEVICE):
-            return results(mode, program, compiled(mode, name), inputs)
+            return results(mode, program, compiled(mode, name), inputs, copied=True)
     except Exception as e:  # noqa: BLE001 - the Python wrapper's own failure
         return e
 

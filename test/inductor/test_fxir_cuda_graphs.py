@@ -168,10 +168,16 @@ def test_checks_of_host_values_are_hoisted_and_checks_of_tensors_made_inside_are
     (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
     kinds = [kind(node) for node in stretch.nodes]
     assert kinds[:2] == ["topk", "getitem"] and kinds[-1] == "launch"
-    # The check of topk's values (its size, and on 2.14+ its dtype): the key (k) fixes it.
-    (check,) = stretch.capture_only()
-    assert kind(check) in ("assert_size_stride", "assert_tensor_metadata")
-    assert check.args[0] is stretch.nodes[1]
+    # The checks of topk's outputs (their size, on a GPU their alignment, on 2.14+ their
+    # dtype): the key (k) fixes them, so they run when the stretch is captured only.
+    checks = stretch.capture_only()
+    assert {kind(check) for check in checks} <= {
+        "assert_size_stride",
+        "assert_tensor_metadata",
+        "assert_alignment",
+    }
+    assert all(check.args[0] in stretch.nodes for check in checks)
+    assert stretch.nodes[1] in {check.args[0] for check in checks}
     # The launch's grid, computed from k between topk and the launch, runs before.
     assert stretch.hoisted and all(segments.is_host_value(node) for node in stretch.hoisted)
     roles = segments.roles(lowered.graph, CAPTURABLE)
