@@ -92,10 +92,12 @@ def _keep_log_capture_off_the_trace():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "caches_on: the test needs Inductor's caches on")
-    config.addinivalue_line(
-        "markers",
-        "corpus_static: the corpus without dynamic=True (CI runs it on the oldest release only)",
-    )
+    # CI runs the suite on the oldest and the newest release (``.ci/run``); to stay
+    # within its time, a few costly tests whose subject differs little between
+    # releases run on one of them there. Everywhere else (``nox``, a user's run)
+    # every test runs.
+    config.addinivalue_line("markers", "ci_oldest: in CI, run on the oldest release only")
+    config.addinivalue_line("markers", "ci_newest: in CI, run on the newest release only")
 
 
 def caches_forced_off() -> bool:

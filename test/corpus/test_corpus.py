@@ -160,7 +160,7 @@ def python_wrapper(program, inputs, dynamic):
 
 @pytest.mark.parametrize(
     "dynamic",
-    [pytest.param(False, marks=pytest.mark.corpus_static, id="static"), True],
+    [pytest.param(False, marks=pytest.mark.ci_oldest, id="static"), True],
     ids=["static", "dynamic"],
 )
 @pytest.mark.parametrize("program", CORPUS, ids=[p.name for p in CORPUS])

@@ -70,9 +70,11 @@ class TestPythonWrapperThenFx:
         assert_compiled_fx(second)
         assert hits(second) == 0
 
+    @pytest.mark.ci_newest  # across processes: in CI on the newest release
     def test_new_process(self, cache_dirs):
-        first = run_in_new_process("python")
-        assert first["matches"] == [True, True]
+        # The first compile here, the second in a new process that starts on its entries.
+        first = cache_scenario.compile_and_run("python", DEVICE)
+        assert first["matches"] == [True, True] and first["graphs"] == 0
         second = run_in_new_process("fx")
         assert_compiled_fx(second)
         assert hits(second) == 0
@@ -87,8 +89,9 @@ class TestFxThenPythonWrapper:
         assert second["matches"] == [True, True] and second["graphs"] == 0
         assert hits(second) == 0
 
+    @pytest.mark.ci_newest  # across processes: in CI on the newest release
     def test_new_process(self, cache_dirs):
-        assert_compiled_fx(run_in_new_process("fx"))
+        assert_compiled_fx(cache_scenario.compile_and_run("fx", DEVICE))
         second = run_in_new_process("python")
         assert second["matches"] == [True, True]
         assert hits(second) == 0
@@ -108,8 +111,9 @@ class TestWarmStart:
         assert_compiled_fx(second)
         assert hits(second) >= 1
 
+    @pytest.mark.ci_newest  # across processes: in CI on the newest release
     def test_new_process(self, cache_dirs):
-        first = run_in_new_process("fx")
+        first = cache_scenario.compile_and_run("fx", DEVICE)
         assert_compiled_fx(first)
         second = run_in_new_process("fx")
         assert_compiled_fx(second)
