@@ -35,6 +35,7 @@ _LAZY = {
     "strip_runtime_asserts": "codegen.fx_checks",
     "InterpreterNotEnabledError": "integration.cpu_mode",
     "InterpreterUnsupportedError": "codegen.converters",
+    "KernelGoneError": "artifact.kernels",
 }
 
 __all__ = [
