@@ -493,7 +493,7 @@ def compile_and_check(
 
     import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked.codegen.converters import InterpreterUnsupportedError
-    from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+    from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
     torch._dynamo.reset()
     if backend == "fx":

@@ -159,24 +159,6 @@ def interpreter_driver() -> Iterator[None]:
         _compat.restore_triton_driver(previous)
 
 
-@contextlib.contextmanager
-def python_wrapper_reference(device: str) -> Iterator[None]:
-    """Inductor's Python wrapper as the reference that the FX backend is compared with.
-
-    On CPU it gets the CPU mode's kernels: Triton kernels (``cpu_backend="triton"``)
-    run by Triton's interpreter, so that the two compiles differ only in the
-    wrapper (and no C++ compiler runs). On a GPU, the Python wrapper as it is.
-    """
-    if device != "cpu":
-        yield
-        return
-    from torch._inductor import config
-
-    require_interpreter()
-    with interpreter_driver(), config.patch(cpu_backend="triton"):
-        yield
-
-
 def patch_lang_tensor(original: F) -> F:
     """Wrap the interpreter's ``_patch_lang_tensor`` so that ``tl.tensor.__index__``
     accepts the one-element arrays that scalars are.

@@ -37,7 +37,7 @@ import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import runner
 from inductor_fx_unbacked.artifact import store
 from inductor_fx_unbacked.demo.programs import same
-from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 UNBACKED = re.compile(r"^(u|zuf|zub)\d+$")

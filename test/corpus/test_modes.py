@@ -36,7 +36,7 @@ from torch.utils._pytree import tree_map_only
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.programs import same
-from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

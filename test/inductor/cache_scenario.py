@@ -177,7 +177,7 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
                 # either side; the divisibility check is the overlay's difference.
                 stack.enter_context(config.patch(size_asserts=False))
             if device == "cpu":
-                from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+                from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
                 stack.enter_context(python_wrapper_reference(device))
         compiled = torch.compile(fn, dynamic=True, fullgraph=True)

@@ -19,7 +19,7 @@ from torch._inductor.utils import run_and_get_code
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.codegen.reductions import CHUNK
 from inductor_fx_unbacked.demo.programs import h1, h4
-from inductor_fx_unbacked.integration.cpu_mode import python_wrapper_reference
+from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
 #: Elements of an input, and the columns of a 2-D one.
 SMALL, LARGE, COLUMNS = 12288, 1 << 17, 64
