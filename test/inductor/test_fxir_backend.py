@@ -28,6 +28,7 @@ import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.codegen import fx_symbols, fx_triton
 from inductor_fx_unbacked.codegen import wrapper as ours
 from inductor_fx_unbacked.demo.programs import signed
+from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 aten = torch.ops.aten
@@ -165,8 +166,15 @@ class FxirTestCase(InductorTestCase):
         against eager."""
         torch._dynamo.reset()
         (ifx.enable if overlay else ifx.disable)()
+        # The Python wrapper's kernels are the reference's (on CPU, Triton kernels in
+        # the interpreter: no C++ compiler runs); the C++ wrapper needs C++ kernels.
+        kernels = (
+            contextlib.nullcontext()
+            if patches.get("cpp_wrapper")
+            else python_wrapper_reference(self.device)
+        )
         try:
-            with config.patch(force_disable_caches=True, **patches):
+            with kernels, config.patch(force_disable_caches=True, **patches):
                 result, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
         finally:
             ifx.disable()
