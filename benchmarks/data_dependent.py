@@ -252,12 +252,6 @@ def geomean_interval(entries: list[dict[str, Any]]) -> tuple[float, float] | Non
 # Steady state.
 
 
-def error_line(error: Exception) -> str:
-    """A backend's failure, in one short line for its table cell."""
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:160]
-
-
 def steady_state(
     args: argparse.Namespace,
     programs: list[Any],
@@ -295,14 +289,14 @@ def steady_state(
                 runners[backend] = fn
                 entry["backends"][backend] = {"ok": ok}
             except Exception as e:  # noqa: BLE001 - reported per backend
-                entry["backends"][backend] = {"error": error_line(e)}
+                entry["backends"][backend] = {"error": harness.error_line(e)}
         for backend, fn in list(runners.items()):
             try:
                 with backend_context(backend, args.device):
                     for _ in range(3):
                         fn(*first)
             except Exception as e:  # noqa: BLE001 - a backend failing on a repeated call
-                entry["backends"][backend] = {"error": f"call 3-5: {error_line(e)}"}
+                entry["backends"][backend] = {"error": f"call 3-5: {harness.error_line(e)}"}
                 del runners[backend]
         synchronize(args.device)
         before = counter.count

@@ -181,6 +181,13 @@ class ChildResult:
 _running: set[subprocess.Popen] = set()
 
 
+def error_line(error: BaseException, width: int = 140) -> str:
+    """An error in one line for a report: its type, and the first ``width``
+    characters of its message's first line."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:width] if lines else ''}"
+
+
 def run_child(
     command: Sequence[str],
     *,

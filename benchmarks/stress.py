@@ -120,7 +120,7 @@ def main() -> int:
                 failures += not ok
             except Exception as e:  # noqa: BLE001 - reported per program
                 python_error = python_wrapper_error(torch, corpus, program, inputs, dynamic)
-                message = f"{type(e).__name__}: {str(e).splitlines()[0][:140]}"
+                message = harness.error_line(e)
                 if python_error is not None:
                     python_limits += 1
                     rows.append((name, "compile", f"Python wrapper fails too ({python_error})"))
@@ -151,9 +151,7 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001 - reported per program
             failures += 1
             traceback.print_exc()
-            rows.append(
-                (name, "rerun", f"FAIL ({type(e).__name__}: {str(e).splitlines()[0][:140]})")
-            )
+            rows.append((name, "rerun", f"FAIL ({harness.error_line(e)})"))
     synchronize(device)
     seconds["rerun"] = time.perf_counter() - start
     write()
@@ -170,7 +168,7 @@ def python_wrapper_error(
         corpus.run(program, fn, inputs[0])
         return None
     except Exception as e:  # noqa: BLE001
-        return f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
+        return harness.error_line(e, 100)
 
 
 if __name__ == "__main__":
