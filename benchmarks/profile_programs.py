@@ -1,0 +1,172 @@
+"""Where a data-dependent program's time goes, per backend: a diagnosis, not a score.
+
+For each program and backend (``benchmarks/data_dependent.py``'s), after warm-up:
+
+- the device kernels of one call (``torch.profiler``): name, launches, device
+  microseconds, summed over ``--calls`` calls and divided by them;
+- the wall time per call (synchronised) and the device time per call, whose
+  difference is what the host adds (launches, the framework's wrappers, syncs);
+- with ``--host-profile``, the Python functions that cost the host most over
+  those calls (``cProfile``, own time), for the compiled backends;
+- with ``--code DIR``, Inductor's ``output_code`` log of each compile, which
+  holds the kernels' sources and, for the FX backend, its graph and runner.
+
+    python -m benchmarks.profile_programs --programs P1 H2 --out /tmp/profile.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import logging
+import pstats
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks import data_dependent, harness
+
+
+def kernel_table(fn: Any, inputs: tuple[Any, ...], calls: int) -> tuple[list[tuple], float]:
+    """(name, launches per call, device µs per call) rows, slowest first, and the
+    device µs per call in all."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            row = totals[event.name[:90]]
+            row[0] += 1
+            row[1] += event.device_time
+    rows = sorted(
+        ((name, count / calls, micros / calls) for name, (count, micros) in totals.items()),
+        key=lambda row: -row[2],
+    )
+    return rows, sum(row[2] for row in rows)
+
+
+def wall_per_call(fn: Any, inputs: tuple[Any, ...], calls: int) -> float:
+    """Median µs of one synchronised call."""
+    import torch
+
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn(*inputs)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return data_dependent.median(times) * 1e6
+
+
+def host_profile(fn: Any, inputs: tuple[Any, ...], calls: int, top: int = 25) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn(*inputs)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def code_log(directory: Path, name: str) -> logging.Handler:
+    """Inductor's ``output_code`` log of the compiles that follow, into ``directory/name``."""
+    import torch
+
+    directory.mkdir(parents=True, exist_ok=True)
+    torch._logging.set_logs(output_code=True)
+    handler = logging.FileHandler(directory / f"{name}.log", mode="w")
+    logging.getLogger("torch._inductor").addHandler(handler)
+    logging.getLogger("torch._inductor.runtime.triton_heuristics").setLevel(logging.DEBUG)
+    return handler
+
+
+@contextlib.contextmanager
+def context(backend: str) -> Any:
+    """``data_dependent``'s backends, and ``<backend>-nosplit``: that backend with
+    Inductor's ``split_reductions`` off."""
+    from torch._inductor import config
+
+    base = backend.removesuffix("-nosplit")
+    with contextlib.ExitStack() as stack:
+        if base != backend:
+            stack.enter_context(config.patch(split_reductions=False))
+        stack.enter_context(data_dependent.backend_context(base, "cuda"))
+        yield
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--programs", nargs="+", default=["P1", "P2", "P5", "P7", "H1", "H2"])
+    parser.add_argument("--backends", nargs="+", default=["eager", "python", "fx"])
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--host-profile", nargs="*", default=(), help="programs to cProfile")
+    parser.add_argument("--code", type=Path, help="a folder for the output_code logs")
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--heavy-n", type=int, default=data_dependent.HEAVY_N)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    import torch
+
+    from inductor_fx_unbacked.demo.programs import BY_NAME, HEAVY_PROGRAMS
+
+    by_name = {**BY_NAME, **{p.name: p for p in HEAVY_PROGRAMS}}
+    data_dependent.setup()
+    report = harness.Report(
+        args.out, "Where the time goes, per program and backend", harness.environment_lines("cuda")
+    )
+    for name in args.programs:
+        program = by_name[name]
+        size = data_dependent.program_size(name, args.n, args.heavy_n)
+        first, second = program.inputs("cuda", size)
+        report.add("", f"## {name}: `{program.source}`", "")
+        for backend in args.backends:
+            handler = None
+            if args.code is not None and backend != "eager":
+                handler = code_log(args.code, f"{name}-{backend}")
+            try:
+                with context(backend):
+                    fn = data_dependent.compiled_fn(program, backend.removesuffix("-nosplit"))
+                    for _ in range(3):
+                        fn(*second)
+                        fn(*first)
+                    rows, device_us = kernel_table(fn, first, args.calls)
+                    wall_us = wall_per_call(fn, first, 5 * args.calls)
+                    host = None
+                    if name in args.host_profile and backend != "eager":
+                        host = host_profile(fn, first, 10 * args.calls)
+            except Exception as e:  # noqa: BLE001 - reported per backend
+                report.add(f"- {backend}: {harness.error_line(e)}")
+                continue
+            finally:
+                if handler is not None:
+                    logging.getLogger("torch._inductor").removeHandler(handler)
+                    handler.close()
+                    torch._logging.set_logs()
+            report.add(
+                *[
+                    f"### {backend}: wall {wall_us:.1f} µs per call, device {device_us:.1f} µs",
+                    "",
+                    "| kernel | launches | device µs |",
+                    "|---|---|---|",
+                    *(f"| `{k}` | {count:g} | {us:.1f} |" for k, count, us in rows),
+                    "",
+                ]
+            )
+            if host is not None:
+                report.add("```", host.strip(), "```", "")
+
+
+if __name__ == "__main__":
+    main()
