@@ -40,13 +40,17 @@ def ensure_kernel_loaded(tuner: Any) -> None:
 # Hints. Torch 2.11+ tunes with ``optimization_hint``; 2.10 has ``size_hint``.
 if hasattr(SizeVarAllocator, "optimization_hint"):
 
-    def optimization_hint(sizevars: SizeVarAllocator, expr: Any) -> int:
-        return sizevars.optimization_hint(expr)
+    def optimization_hint(
+        sizevars: SizeVarAllocator, expr: Any, fallback: int | None = None
+    ) -> int:
+        return sizevars.optimization_hint(expr, fallback=fallback)
 
 else:
 
-    def optimization_hint(sizevars: SizeVarAllocator, expr: Any) -> int:
-        return sizevars.size_hint(expr)
+    def optimization_hint(
+        sizevars: SizeVarAllocator, expr: Any, fallback: int | None = None
+    ) -> int:
+        return sizevars.size_hint(expr, fallback=fallback)
 
 
 # Alignment checks. Torch 2.15 writes an ``AssertAlignmentLine`` (Python and C++

@@ -9,7 +9,10 @@ already handles a symbolic length (``create_multilayer``, the masks of
 - ``num_splits`` asks upstream's own heuristic again, with the length's
   value-range upper bound as its size (:func:`length_bound`), for a constant
   number of programs, where the length has a bound. Sums, Welford reductions
-  and online softmax all ask ``num_splits``.
+  and online softmax all ask ``num_splits``. For a static length over rows of
+  an unbacked number (a softmax over the rows of ``x[mask]``) it asks for the
+  hint (``INNER``, ``OUTER``) with the rows at their fallback hint, and splits
+  nothing: with ``DEFAULT``, a row of 1024 elements is never persistent.
 - ``create`` lays an INNER split of a length that may exceed ``CHUNK`` out as
   ``CeilDiv(u0, CHUNK)`` programs of a fixed ``CHUNK`` elements, so the first
   stage's inner length is static and its kernel is tuned for the length it
@@ -19,6 +22,11 @@ already handles a symbolic length (``create_multilayer``, the masks of
   across rows.
 - ``dynamic_reshape_indexer`` flattens sizes with unbacked symbols itself,
   which releases that hint them without a fallback cannot (``docs/upstream.md``).
+- ``GraphLowering.get_dep_size_hint`` sizes a buffer with an unbacked size as
+  upstream hints such sizes elsewhere (``unbacked_symint_fallback``), not as 0
+  bytes. The scheduler refuses any fusion of a reduction whose shared data
+  scores 0 ("no shared data"), so a softmax or a layer norm over the rows of
+  ``x[mask]`` ran as three or four kernels, each reading the rows again.
 
 They change nothing unless the graph compiles with an FX wrapper codegen
 (inside ``fx_backend``): the Python and C++ wrappers keep upstream's reductions.
@@ -97,6 +105,19 @@ def splits_unbacked_length(
     )
 
 
+def hints_unbacked_rows(call: dict[str, Any]) -> bool:
+    """Whether ``num_splits`` (arguments ``call``) is asked about a static length
+    over rows whose number has an unbacked symbol, under the FX wrapper: upstream
+    then gives up on the hint (``DEFAULT``), which keeps a reduction over a row of
+    a few hundred elements from being persistent."""
+    return (
+        bool(free_unbacked_symbols(call["ranges"]))
+        and not free_unbacked_symbols(call["reduction_numel"])
+        and call["reduction_type"] != "scan"
+        and graph_compiles_with_fx_wrapper(call["device"])
+    )
+
+
 def _function(descriptor: Any) -> Callable[..., Any]:
     return getattr(descriptor, "__func__", descriptor)
 
@@ -117,7 +138,8 @@ def _binder(upstream: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
 def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
     """Wrap ``Reduction.num_splits`` (a staticmethod): where upstream keeps a
     reduction over an unbacked length in one program, the split that upstream
-    chooses for the length's upper bound.
+    chooses for the length's upper bound; where it gives rows of an unbacked
+    number no hint, the hint it gives them at their fallback hint.
 
     The split is a constant number of programs, each over ``CeilDiv(length,
     split)`` elements, chosen for the longest length; without a bound, that
@@ -131,6 +153,15 @@ def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
         hint, split = upstream(*args, **kwargs)
         call = bind(*args, **kwargs)
         length = call["reduction_numel"]
+        if hint == ReductionHint.DEFAULT and split == 1 and hints_unbacked_rows(call):
+            # The hint for the rows at their fallback hint; no split of a reduction
+            # whose number of rows is unknown.
+            sizevars, fallback = V.graph.sizevars, config.unbacked_symint_fallback
+            ranges = [
+                _compat.optimization_hint(sizevars, size, fallback=fallback)
+                for size in call["ranges"]
+            ]
+            return upstream(**{**call, "ranges": ranges})[0], 1
         if split != 1 or not splits_unbacked_length(
             call["device"], length, call["ranges"], call["reduction_type"]
         ):
@@ -257,6 +288,36 @@ def unflattening_unbacked_sizes(dynamic_reshape_indexer: Any) -> classmethod:
         return upstream(cls, old_size, new_size, dense_dim)
 
     return classmethod(wrapper)
+
+
+def sizing_unbacked_dependencies(get_dep_size_hint: Any) -> Callable[..., int]:
+    """Wrap ``GraphLowering.get_dep_size_hint``: where upstream gives a buffer whose
+    size has an unbacked symbol 0 bytes, its size at the symbols' fallback hint.
+
+    The hint only ranks and permits fusions (the score of shared data); it
+    decides nothing about correctness, and it is what the kernels' size hints
+    already assume for the same symbols."""
+
+    @functools.wraps(get_dep_size_hint)
+    def wrapper(self: Any, dep: Any, count_bytes: bool = True) -> int:
+        size = get_dep_size_hint(self, dep, count_bytes)
+        if size or not graph_compiles_with_fx_wrapper():
+            return size
+        try:
+            numel = dep.get_numel()
+            if not free_unbacked_symbols(numel):
+                return size
+            size = _compat.optimization_hint(
+                self.sizevars, numel, fallback=config.unbacked_symint_fallback
+            )
+            if count_bytes:
+                size *= self.get_dtype(dep.name).itemsize
+        except (KeyError, NotImplementedError):  # a buffer without a layout, as upstream
+            return 0
+        self.dep_size_hint_cache[(dep, count_bytes)] = size
+        return size
+
+    return wrapper
 
 
 def _unflatten(sizes: list[Any], index: Sequence[Any]) -> list[Any]:

@@ -89,12 +89,13 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.triton import TritonKernel
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
+    from torch._inductor.graph import GraphLowering
 
     from ..codegen import fx_checks as checks
     from ..codegen import fx_control as control
     from ..codegen import fx_symbols as symbols
     from ..codegen import fx_triton as kernels
-    from ..codegen import reductions
+    from ..codegen import indexing, reductions
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
     from . import cpu_mode, partitions
@@ -147,6 +148,9 @@ def patches() -> list[Patch]:
         wrap(ir.Reduction, reductions.splitting_unbacked_lengths, "num_splits"),
         wrap(ir.Reduction, reductions.chunking_unbacked_inner_reductions, "create"),
         wrap(ir.View, reductions.unflattening_unbacked_sizes, "dynamic_reshape_indexer"),
+        wrap(GraphLowering, reductions.sizing_unbacked_dependencies, "get_dep_size_hint"),
+        # Boolean-mask indexing as nonzero and a gather that fuses, under the FX wrapper.
+        replace(compile_fx, indexing.select_decomp_table),
         # No graph partitions under the FX wrapper (mode="reduce-overhead").
         wrap(compile_fx, partitions.without_graph_partitions, "maybe_disable_graph_partition"),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.

@@ -84,7 +84,9 @@ def normalized_positives(x):
 def normalized_positive_pairs(x):
     """A result that is a view of a tensor made after the sync."""
     kept = x[x > 0]
-    return (kept / kept.sum()).view(-1, 2).t(), kept.amax()
+    # Column sums over the pairs: kernels that do not all fuse into one.
+    pairs = kept.view(-1, 2)
+    return (pairs / pairs.sum(0)).t(), kept.amax()
 
 
 def top_values(x, n):

@@ -1,0 +1,65 @@
+"""Indexing by a boolean mask as ``nonzero`` and a gather, for the FX wrapper.
+
+Inductor lowers ``x[mask]`` (``aten.index.Tensor`` with a ``bool`` or ``uint8``
+index) to a fallback: ATen's ``index``, which runs ``nonzero`` itself and then
+writes the selected rows into a new buffer, which every consumer reads again.
+A softmax over the selected rows reads them three more times; a column sum
+over them, once more. Upstream's lowering of the same indexing with ``int64``
+indices is a gather that fuses into its consumers (the selected rows are read
+where they are used and never written).
+
+While the graph compiles for an FX wrapper codegen (inside ``fx_backend``), the
+decomposition here writes ``x[mask]`` as ATen does inside ``index``: each mask
+of ``k`` dimensions becomes the ``k`` columns of ``nonzero(mask)``, which index
+the same dimensions of ``x``. ``nonzero`` is Inductor's own fallback and binds
+the unbacked symbol of the selection's length, as ``index`` did. Other
+wrappers keep upstream's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._inductor import config, decomposition
+
+from .wrapper_fxir import registered_wrapper_is_fx
+
+aten = torch.ops.aten
+_MASK_DTYPES = (torch.bool, torch.uint8)
+
+
+def _is_mask(index: torch.Tensor | None) -> bool:
+    return index is not None and index.dtype in _MASK_DTYPES
+
+
+def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> Any:
+    """``aten.index.Tensor(x, indices)`` with each mask as the columns of its
+    ``nonzero``; ``NotImplemented`` (upstream's path) without a mask, or where the
+    graph does not compile for an FX wrapper."""
+    if not any(_is_mask(index) for index in indices) or not registered_wrapper_is_fx(
+        x.device.type, cpp_wrapper=config.cpp_wrapper, fx_wrapper=config.fx_wrapper
+    ):
+        return NotImplemented
+    expanded: list[torch.Tensor | None] = []
+    for index in indices:
+        if not _is_mask(index):
+            expanded.append(index)
+            continue
+        # Dynamo ran ``index`` itself on fake tensors first, which checked each
+        # mask's shape against the dimensions it indexes.
+        expanded.extend(torch.nonzero(index).unbind(1))
+    return aten.index.Tensor(x, expanded)
+
+
+def select_decomp_table() -> dict[Any, Callable[..., Any]]:
+    """What ``compile_fx`` decomposes with while the overlay is enabled: upstream's
+    table (``torch._inductor.decomposition.select_decomp_table``), with
+    :func:`index_by_masks` for ``aten.index.Tensor``, which leaves every call it
+    does not rewrite to upstream (``NotImplemented``). A module-level function,
+    so that Inductor's cache keys, which pickle it, name it."""
+    table = decomposition.select_decomp_table()
+    if aten.index.Tensor in table:  # a later release's own decomposition wins
+        return table
+    return {**table, aten.index.Tensor: index_by_masks}
