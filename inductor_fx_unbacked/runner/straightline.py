@@ -43,6 +43,7 @@ from ..artifact.facts import ValueKind, value_kind
 from ..artifact.kernels import owned_kernels
 from . import lowering
 from .checks import SCALAR, Check
+from .items import item_runs
 from .stretches import compile_with_cuda_graphs
 from .tuning import Launch
 
@@ -101,6 +102,10 @@ class _FunctionWriter:
         self.device_checks: dict[int, str] = {}
         #: Local variables assigned so far (parameters included).
         self.defined: set[str] = set()
+        #: ``item`` nodes that read their value from one host copy of a run
+        #: (``items.py``): (the run's local name, the run, the item's offset).
+        self.run_items: dict[torch.fx.Node, tuple[str, Any, int]] = {}
+        self.elided: set[torch.fx.Node] = set()
 
     # Globals.
 
@@ -143,6 +148,7 @@ class _FunctionWriter:
 
     def function(self) -> Callable[..., Any]:
         self.merge_equal_expressions()
+        self.find_item_runs()
         params = []
         checked: set[torch.fx.Node] = set()
         tokens_materialised = self.tokens_read_by_non_checks()
@@ -187,6 +193,29 @@ class _FunctionWriter:
         function.source = source
         function.lowered = self.module
         return function
+
+    def find_item_runs(self) -> None:
+        views = tuple(view for view in (torch.as_strided, _reinterpret_tensor) if view is not None)
+        for number, run in enumerate(item_runs(self.graph, views, _MERGEABLE)):
+            name = f"ifx_scalars_{number}"
+            assert name not in self.node_names, name
+            for node, offset in zip(run.items, run.offsets):
+                self.run_items[node] = (name, run, offset)
+        # The 0-d views that only those items read are not made.
+        for node in self.run_items:
+            view = node.args[0]
+            if all(user in self.run_items for user in view.users):
+                self.elided.add(view)
+
+    def read_item(self, node: torch.fx.Node) -> str:
+        """A scalar of a run: the first of the run copies the run to the host."""
+        name, run, offset = self.run_items[node]
+        if name not in self.defined:
+            view = self.global_(_reinterpret_tensor or torch.as_strided, "view")
+            base = self.names[run.base]
+            self.emit(f"{name} = {view}({base}, ({run.length},), (1,), {run.low}).tolist()")
+            self.defined.add(name)
+        return f"{name}[{offset - run.low}]"
 
     def last_uses(self) -> dict[torch.fx.Node, list[torch.fx.Node]]:
         """The tensors (by their defining node) whose last reader each node is."""
@@ -247,6 +276,8 @@ class _FunctionWriter:
         if node in self.alias:
             self.names[node] = self.names[self.alias[node]]
             return
+        if node in self.elided:
+            return
         if not tokens_materialised:
             if target is aten._make_dep_token.default:
                 return
@@ -265,6 +296,8 @@ class _FunctionWriter:
 
     def expression(self, node: torch.fx.Node) -> str:
         target, args, kwargs = node.target, node.args, node.kwargs
+        if node in self.run_items:
+            return self.read_item(node)
         method = _TENSOR_METHODS.get(target)
         if method is not None and not kwargs:
             tensor, *rest = (self.arg(a) for a in args)

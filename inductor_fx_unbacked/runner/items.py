@@ -1,0 +1,102 @@
+"""One host copy for the scalars that a graph reads from one tensor in a row.
+
+``lengths.tolist()`` in a program becomes, in Inductor's wrapper, one ``.item()``
+per element, each of a 0-d view of the tensor at its offset: each is a copy to
+the host and a sync, eight of them for eight lengths where eager copies once.
+The runner reads such a run of scalars with one copy: where ``item`` nodes read
+0-d views of one tensor at constant offsets, with nothing between the first and
+the last of them that could write memory (only views, other such reads, checks
+and scalar arithmetic), the first reads the storage from the lowest offset to
+the highest as one list, and each takes its element. The values are those the
+separate reads would give: nothing wrote the tensor in between.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch.fx import Node
+
+from . import lowering
+from .checks import Check
+
+aten = torch.ops.aten
+
+
+@dataclasses.dataclass
+class ItemRun:
+    """Scalars read from ``base`` at storage ``offsets`` (one per ``item`` node)."""
+
+    base: Node
+    items: list[Node] = dataclasses.field(default_factory=list)
+    offsets: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def low(self) -> int:
+        return min(self.offsets)
+
+    @property
+    def length(self) -> int:
+        return max(self.offsets) - self.low + 1
+
+
+def item_runs(graph: torch.fx.Graph, views: tuple[Any, ...], pure: set[Any]) -> list[ItemRun]:
+    """The runs of two or more ``item`` reads of 0-d views of one tensor in ``graph``
+    that may share one copy. ``views`` are the targets that make views
+    ``(base, size, stride, offset)``; ``pure`` are targets without side effects."""
+    runs: list[ItemRun] = []
+    open_runs: dict[Node, ItemRun] = {}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            if node.op == "output":
+                break
+            continue
+        if node.target is aten.item.default:
+            # A read: of a 0-d view, it joins the run of its base.
+            view = node.args[0]
+            found = _scalar_view(view, views) if isinstance(view, Node) else None
+            if found is not None:
+                base, offset = found
+                run = open_runs.setdefault(base, ItemRun(base))
+                run.items.append(node)
+                run.offsets.append(offset)
+            continue
+        if node.target in views or _reads_only(node, pure):
+            continue
+        # Anything else may write memory: the runs so far end here.
+        runs.extend(open_runs.values())
+        open_runs.clear()
+    runs.extend(open_runs.values())
+    return [run for run in runs if len(run.items) > 1]
+
+
+def _scalar_view(node: Node, views: tuple[Any, ...]) -> tuple[Node, int] | None:
+    """(base, storage offset) where ``node`` is a 0-d view of a tensor at a constant offset."""
+    if node.op != "call_function" or node.target not in views or node.kwargs:
+        return None
+    if len(node.args) != 4:
+        return None
+    base, size, stride, offset = node.args
+    if not isinstance(base, Node) or tuple(size) or tuple(stride) or type(offset) is not int:
+        return None
+    return base, offset
+
+
+def _reads_only(node: Node, pure: set[Any]) -> bool:
+    target = node.target
+    return (
+        isinstance(target, Check)
+        or target is aten._make_dep_token.default
+        or target in _METADATA
+        or (target in pure and not isinstance(target, lowering._Branch))
+    )
+
+
+_METADATA = {
+    aten.sym_size.int,
+    aten.sym_stride.int,
+    aten.sym_numel.default,
+    aten.sym_storage_offset.default,
+}
