@@ -1,0 +1,182 @@
+# Owner(s): ["module: inductor"]
+"""Data-dependent selections fuse into what reads them under the FX backend.
+
+Three choices that upstream makes badly once a size is unbacked, and that the
+overlay makes again while a graph compiles for the FX wrapper:
+
+- ``x[mask]`` is ``nonzero`` and a gather that fuses into its consumers, not
+  ATen's ``index``, which writes the selected rows out (``codegen/indexing.py``);
+- a reduction over the rows of such a selection fuses with what it reads and
+  what reads it, and is persistent where its row is short, as for a static
+  number of rows (``codegen/reductions.py``);
+- the runner reads the scalars of ``t.tolist()`` with one copy to the host, not
+  one sync per element (``runner/items.py``).
+
+Each program is compared with eager on inputs whose data-dependent sizes differ,
+and its FX graph must show the choice.
+"""
+
+import operator
+
+import torch
+from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
+from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+from torch._inductor.utils import run_and_get_code
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.integration.reference import python_wrapper_reference
+from inductor_fx_unbacked.runner import compile_graph
+from inductor_fx_unbacked.runner.items import item_runs
+
+aten = torch.ops.aten
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
+
+
+def normalized_rows(x):
+    y = x[x[:, 0] > 0]
+    return (y - y.amax(-1, keepdim=True)) / y.abs().sum(-1, keepdim=True)
+
+
+def column_sums(x):
+    return x[x[:, 0] > 0].sum(dim=0)
+
+
+def masked_columns(x, mask):
+    return x[:, mask] * 2
+
+
+def two_dimensional_mask(x):
+    return x[x > 0] + 1
+
+
+def sums_of_splits(x, lengths):
+    return torch.stack([chunk.sum() for chunk in torch.split(x, lengths.tolist())])
+
+
+def kernel_names(graphs):
+    return [
+        kernel_side_table.get_kernel(call.kwargs["kernel_idx"]).fn.__name__
+        for call in kernel_calls(graphs)
+    ]
+
+
+def targets(graphs):
+    return [node.target for gm in graphs for node in gm.graph.nodes if node.op == "call_function"]
+
+
+class SelectionTestCase(FxirTestCase):
+    def compile_and_compare(self, fn, inputs):
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(fn, fullgraph=True)
+            for args in inputs:
+                self.assertEqual(compiled(*args), fn(*args), **TOLERANCE)
+        self.check_meta(graphs)
+        return graphs
+
+    def rows(self, n, positive_rows, columns, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, columns, generator=g).to(self.device)
+        x[:, 0] = self.signed(n, positive_rows, seed)
+        return x
+
+    def assert_gathered(self, graphs):
+        """``nonzero`` defines the selection's length; no ATen ``index`` writes it out."""
+        found = targets(graphs)
+        self.assertIn(aten.nonzero.default, found)
+        self.assertNotIn(aten.index.Tensor, found)
+        self.assertIn("nonzero", symbol_definitions(graphs).get("u0", ""))
+
+
+class MaskIndexingTest(SelectionTestCase):
+    def test_masked_rows_are_gathered_where_they_are_read(self):
+        inputs = [(self.rows(96, p, 64),) for p in (10, 70)]
+        graphs = self.compile_and_compare(column_sums, inputs)
+        self.assert_gathered(graphs)
+        # The gather is in the reduction's kernel.
+        self.assertTrue(any("index" in name and "sum" in name for name in kernel_names(graphs)))
+
+    def test_mask_over_a_middle_dimension(self):
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(4, 40, generator=g).to(self.device)
+        inputs = [(x, (torch.rand(40, generator=g) > p).to(self.device)) for p in (0.2, 0.8)]
+        self.assert_gathered(self.compile_and_compare(masked_columns, inputs))
+
+    def test_two_dimensional_mask(self):
+        inputs = [(torch.randn(8, 16, device=self.device) - shift,) for shift in (0.5, -0.5)]
+        self.assert_gathered(self.compile_and_compare(two_dimensional_mask, inputs))
+
+    def test_two_dimensional_mask_over_middle_dimensions(self):
+        g = torch.Generator().manual_seed(2)
+        x = torch.randn(3, 4, 5, generator=g).to(self.device)
+        inputs = [(x, (torch.rand(4, 5, generator=g) > p).to(self.device)) for p in (0.3, 0.7)]
+        self.assert_gathered(self.compile_and_compare(masked_columns, inputs))
+
+    def test_python_wrapper_keeps_atens_index(self):
+        """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone."""
+        x = self.rows(64, 20, 8)
+        ifx.enable()
+        try:
+            with python_wrapper_reference(self.device):
+                result, (code,) = run_and_get_code(torch.compile(column_sums, fullgraph=True), x)
+        finally:
+            ifx.disable()
+        self.assertEqual(result, column_sums(x), **TOLERANCE)
+        self.assertIn("aten.index.Tensor", code)
+
+
+class RowReductionFusionTest(SelectionTestCase):
+    def test_reductions_over_selected_rows_fuse_into_one_persistent_kernel(self):
+        inputs = [(self.rows(64, p, 256),) for p in (5, 50)]
+        graphs = self.compile_and_compare(normalized_rows, inputs)
+        names = kernel_names(graphs)
+        # The mask, then amax, sum and the normalisation in one kernel.
+        self.assertEqual(len(names), 2, names)
+        self.assertTrue(names[1].startswith("triton_per_fused"), names)
+        self.assertIn("amax", names[1])
+
+
+class ItemRunsTest(FxirTestCase):
+    def test_tolist_is_one_copy(self):
+        x = torch.randn(100, device=self.device)
+        inputs = [
+            (x, torch.tensor(lengths, device=self.device)) for lengths in ([30, 50, 20], [1, 1, 98])
+        ]
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(sums_of_splits, fullgraph=True)
+            for args in inputs:
+                self.assertEqual(compiled(*args), sums_of_splits(*args), **TOLERANCE)
+        (gm,) = graphs
+        # The graph keeps one item per length; the runner copies them once.
+        self.assertEqual(targets(graphs).count(aten.item.default), 3)
+        source = compile_graph(gm, "lowered").source
+        self.assertEqual(source.count(".tolist()"), 1, source)
+        self.assertNotIn(".item()", source)
+
+    def test_a_run_ends_where_memory_may_be_written(self):
+        graph = torch.fx.Graph()
+        base = graph.placeholder("base")
+        first = graph.call_function(
+            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 0)),)
+        )
+        second = graph.call_function(
+            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 1)),)
+        )
+        written = graph.call_function(torch.Tensor.add_, (base, 1))
+        third = graph.call_function(
+            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 2)),)
+        )
+        fourth = graph.call_function(
+            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 3)),)
+        )
+        graph.output((graph.call_function(operator.add, (first, second)), written, third, fourth))
+        runs = item_runs(graph, (torch.as_strided,), {operator.add})
+        self.assertEqual(
+            [(run.items, run.offsets) for run in runs],
+            [([first, second], [0, 1]), ([third, fourth], [2, 3])],
+        )
+
+
+if __name__ == "__main__":
+    from torch._inductor.test_case import run_tests
+
+    run_tests()
