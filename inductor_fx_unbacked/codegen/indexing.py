@@ -8,8 +8,9 @@ over them, once more. Upstream's lowering of the same indexing with ``int64``
 indices is a gather that fuses into its consumers (the selected rows are read
 where they are used and never written).
 
-While the graph compiles for an FX wrapper codegen (inside ``fx_backend``), the
-decomposition here writes ``x[mask]`` as ATen does inside ``index``: each mask
+While the graph compiles for an FX wrapper codegen (inside ``fx_backend``) and
+the mask selects rows of at least ``MIN_ROW`` elements (:func:`gathers_rows`),
+the decomposition here writes ``x[mask]`` as ATen does inside ``index``: each mask
 of ``k`` dimensions becomes the ``k`` columns of ``nonzero(mask)``, which index
 the same dimensions of ``x``. ``nonzero`` is Inductor's own fallback and binds
 the unbacked symbol of the selection's length, as ``index`` did. Other
@@ -18,6 +19,7 @@ wrappers keep upstream's table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +36,26 @@ def _is_mask(index: torch.Tensor | None) -> bool:
     return index is not None and index.dtype in _MASK_DTYPES
 
 
+#: Elements of a selected row, at least, for the gather to fuse (1 KiB of float32).
+MIN_ROW = 256
+
+
+def gathers_rows(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> bool:
+    """Whether the indexing selects rows of ``MIN_ROW`` elements or more: the
+    dimensions of ``x`` after those the indices cover, of static sizes.
+
+    A gathered row is read as whole cache lines where it is used, so fusing the
+    gather costs nothing over reading a copy: a softmax or a layer norm over the
+    selected rows is one kernel that reads each row once. A gather of single
+    elements or short rows into a reduction over the selection makes each
+    program wait on two dependent loads: on an H200, ``(x[x > 0] * 2).sum()``
+    over 1M elements took 31.8 µs fused against 12.7 µs for ATen's copy and a
+    reduction over it, and column sums over rows of 64, 366 µs against 237."""
+    covered = sum(1 if not _is_mask(index) else index.dim() for index in indices)
+    row = x.shape[covered:]
+    return all(isinstance(size, int) for size in row) and math.prod(row) >= MIN_ROW
+
+
 def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> Any:
     """``aten.index.Tensor(x, indices)`` with each mask as the columns of its
     ``nonzero``; ``NotImplemented`` (upstream's path) without a mask, or where the
@@ -41,6 +63,8 @@ def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> A
     if not any(_is_mask(index) for index in indices) or not registered_wrapper_is_fx(
         x.device.type, cpp_wrapper=config.cpp_wrapper, fx_wrapper=config.fx_wrapper
     ):
+        return NotImplemented
+    if not gathers_rows(x, indices):
         return NotImplemented
     expanded: list[torch.Tensor | None] = []
     for index in indices:

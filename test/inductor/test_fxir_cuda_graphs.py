@@ -76,9 +76,11 @@ def dynamo_config():
 
 
 def normalized_positives(x):
-    """A mask (a sync), then two reductions of what it kept."""
+    """A mask (a sync), then reductions of what it kept that do not all fuse:
+    column sums (over the kept rows) and a maximum (over each row)."""
     kept = x[x > 0]
-    return kept / kept.sum(), kept.amax()
+    columns = torch.stack([kept, kept * 2], 1)
+    return columns / columns.sum(0), kept.amax()
 
 
 def normalized_positive_pairs(x):
@@ -154,8 +156,8 @@ def test_device_work_between_two_syncs_is_one_stretch():
     lowered = lowered_root(normalized_positives, signed(16))
     (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
     kinds = [kind(node) for node in stretch.nodes]
-    # Releases fuse the two reductions differently: two or three kernels.
-    assert set(kinds) == {"empty", "launch"}
+    # Releases fuse the reductions differently: two or three kernels.
+    assert {"empty", "launch"} <= set(kinds) <= {"empty", "launch", "as_strided"}
     assert stretch.launches == kinds.count("launch") >= 2
     ended_by, _ = stretch.ended_by
     assert ended_by.op == "output"
