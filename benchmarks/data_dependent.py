@@ -755,9 +755,10 @@ def main() -> int:
                 cold.setdefault(program.name, {})[backend] = entry
             print(program.name, json.dumps(cold[program.name]), flush=True)
             measured(steady, steady_compiles)
-        if args.cold_json:
-            with open(args.cold_json, "w") as f:
-                json.dump(cold, f)
+            # After every program: a run stopped at its time limit keeps what it measured.
+            if args.cold_json:
+                with open(args.cold_json, "w") as f:
+                    json.dump(cold, f)
     measured(steady, steady_compiles)
     print(out.text)
     print(f"took {time.monotonic() - started:.0f} s", flush=True)
