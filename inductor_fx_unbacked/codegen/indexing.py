@@ -9,7 +9,8 @@ indices is a gather that fuses into its consumers (the selected rows are read
 where they are used and never written).
 
 While the graph compiles for an FX wrapper codegen (inside ``fx_backend``) and
-the mask selects rows of at least ``MIN_ROW`` elements (:func:`gathers_rows`),
+the mask selects single elements or rows of at least ``MIN_ROW`` elements
+(:func:`gathers_rows`),
 the decomposition here writes ``x[mask]`` as ATen does inside ``index``: each mask
 of ``k`` dimensions becomes the ``k`` columns of ``nonzero(mask)``, which index
 the same dimensions of ``x``. ``nonzero`` is Inductor's own fallback and binds
@@ -41,19 +42,24 @@ MIN_ROW = 256
 
 
 def gathers_rows(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> bool:
-    """Whether the indexing selects rows of ``MIN_ROW`` elements or more: the
-    dimensions of ``x`` after those the indices cover, of static sizes.
+    """Whether the indexing selects single elements, or rows of ``MIN_ROW``
+    elements or more: the dimensions of ``x`` after those the indices cover, of
+    static sizes.
 
     A gathered row is read as whole cache lines where it is used, so fusing the
     gather costs nothing over reading a copy: a softmax or a layer norm over the
-    selected rows is one kernel that reads each row once. A gather of single
-    elements or short rows into a reduction over the selection makes each
-    program wait on two dependent loads: on an H200, ``(x[x > 0] * 2).sum()``
-    over 1M elements took 31.8 µs fused against 12.7 µs for ATen's copy and a
-    reduction over it, and column sums over rows of 64, 366 µs against 237."""
+    selected rows is one kernel that reads each row once. Single elements
+    gathered into a reduction over the selection run in the chunks of an INNER
+    split (``reductions.CHUNK``), which ATen's copy would have read anyway. Short
+    rows gathered into a reduction over the rows (an OUTER one, a constant number
+    of programs) wait on dependent loads: on an H200, column sums over the
+    selected rows of 64 took 366 µs fused against 237 for ATen's copy and a
+    reduction over it."""
     covered = sum(1 if not _is_mask(index) else index.dim() for index in indices)
     row = x.shape[covered:]
-    return all(isinstance(size, int) for size in row) and math.prod(row) >= MIN_ROW
+    if not all(isinstance(size, int) for size in row):
+        return False
+    return math.prod(row) == 1 or math.prod(row) >= MIN_ROW
 
 
 def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> Any:
