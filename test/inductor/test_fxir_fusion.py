@@ -134,10 +134,13 @@ class RowReductionFusionTest(SelectionTestCase):
         inputs = [(self.rows(64, p, 256),) for p in (5, 50)]
         graphs = self.compile_and_compare(normalized_rows, inputs)
         names = kernel_names(graphs)
-        # The mask, then amax, sum and the normalisation in one kernel (persistent
-        # in the CPU mode; Inductor's GPU heuristics may loop over the row).
-        self.assertEqual(len(names), 2, names)
-        self.assertTrue(all(part in names[1] for part in ("amax", "sum", "div")), names)
+        # The mask, then amax and sum in one kernel: upstream runs each alone, and
+        # the normalisation after them (4 kernels). 2.13 and 2.15 fuse the
+        # normalisation in too (persistent in the CPU mode; 2.11's GPU heuristics
+        # loop over the row); 2.10 runs it as a kernel of its own.
+        fused = [name for name in names if "amax" in name and "sum" in name]
+        self.assertEqual(len(fused), 1, names)
+        self.assertLessEqual(len(names), 3, names)
 
 
 class ItemRunsTest(FxirTestCase):
