@@ -89,7 +89,7 @@ class SelectionTestCase(FxirTestCase):
 
 class MaskIndexingTest(SelectionTestCase):
     def test_selected_rows_are_gathered_where_they_are_read(self):
-        inputs = [(self.rows(64, p, 256),) for p in (5, 50)]
+        inputs = [(self.rows(16, p, 256),) for p in (3, 12)]
         graphs = self.compile_and_compare(normalized_rows, inputs)
         self.assert_gathered(graphs)
         # The gather is in the kernel that reduces the rows.
@@ -97,27 +97,27 @@ class MaskIndexingTest(SelectionTestCase):
 
     def test_mask_over_a_middle_dimension(self):
         g = torch.Generator().manual_seed(1)
-        x = torch.randn(2, 8, 300, generator=g).to(self.device)
-        inputs = [(x, (torch.rand(8, generator=g) > p).to(self.device)) for p in (0.2, 0.8)]
+        x = torch.randn(2, 6, 300, generator=g).to(self.device)
+        inputs = [(x, (torch.rand(6, generator=g) > p).to(self.device)) for p in (0.2, 0.8)]
         self.assert_gathered(self.compile_and_compare(masked_columns, inputs))
 
     def test_two_dimensional_mask(self):
         g = torch.Generator().manual_seed(2)
-        x = torch.randn(6, 8, 256, generator=g).to(self.device)
+        x = torch.randn(3, 4, 256, generator=g).to(self.device)
         inputs = [(x[..., 0] > shift, x) for shift in (0.5, -0.5)]
         self.assert_gathered(self.compile_and_compare(rows_of_a_mask, inputs))
 
     def test_short_rows_keep_atens_index(self):
         """A gather of short rows into a reduction over them is slower than ATen's
         copy (``gathers_rows``): the selection stays ``index``."""
-        inputs = [(self.rows(96, p, 64),) for p in (10, 70)]
+        inputs = [(self.rows(24, p, 64),) for p in (5, 18)]
         graphs = self.compile_and_compare(column_sums, inputs)
         self.assertIn(aten.index.Tensor, targets(graphs))
         self.assertNotIn(aten.nonzero.default, targets(graphs))
 
     def test_python_wrapper_keeps_atens_index(self):
         """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone."""
-        x = self.rows(64, 20, 256)
+        x = self.rows(16, 6, 256)
         ifx.enable()
         try:
             with python_wrapper_reference(self.device):
@@ -131,7 +131,7 @@ class MaskIndexingTest(SelectionTestCase):
 
 class RowReductionFusionTest(SelectionTestCase):
     def test_reductions_over_selected_rows_fuse_into_one_kernel(self):
-        inputs = [(self.rows(64, p, 256),) for p in (5, 50)]
+        inputs = [(self.rows(16, p, 256),) for p in (3, 12)]
         graphs = self.compile_and_compare(normalized_rows, inputs)
         names = kernel_names(graphs)
         # The mask, then amax and sum in one kernel: upstream runs each alone, and
