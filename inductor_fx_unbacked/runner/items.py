@@ -19,7 +19,6 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from . import lowering
 from .checks import Check
 
 aten = torch.ops.aten
@@ -85,18 +84,7 @@ def _scalar_view(node: Node, views: tuple[Any, ...]) -> tuple[Node, int] | None:
 
 
 def _reads_only(node: Node, pure: set[Any]) -> bool:
+    """Checks, dependency tokens and ``pure`` targets (the tensor metadata
+    operators among them, ``lowering._PURE_TARGETS``) write no memory."""
     target = node.target
-    return (
-        isinstance(target, Check)
-        or target is aten._make_dep_token.default
-        or target in _METADATA
-        or (target in pure and not isinstance(target, lowering._Branch))
-    )
-
-
-_METADATA = {
-    aten.sym_size.int,
-    aten.sym_stride.int,
-    aten.sym_numel.default,
-    aten.sym_storage_offset.default,
-}
+    return isinstance(target, Check) or target is aten._make_dep_token.default or target in pure

@@ -44,6 +44,7 @@ from ..artifact.kernels import owned_kernels
 from . import lowering
 from .checks import SCALAR, Check
 from .items import item_runs
+from .segments import VIEWS
 from .stretches import compile_with_cuda_graphs
 from .tuning import Launch
 
@@ -195,7 +196,7 @@ class _FunctionWriter:
         return function
 
     def find_item_runs(self) -> None:
-        views = tuple(view for view in (torch.as_strided, _reinterpret_tensor) if view is not None)
+        views = tuple(view for view in VIEWS if view is not None)
         for number, run in enumerate(item_runs(self.graph, views, _MERGEABLE)):
             name = f"ifx_scalars_{number}"
             assert name not in self.node_names, name
