@@ -5,7 +5,11 @@ Backends:
 - ``eager``: no compile (the anchor);
 - ``python``: Inductor's Python wrapper, default config;
 - ``fx``: this package, default config, lowered runner (the default);
-- optional: ``fx-graph`` (this package running ``gm.forward``) and ``upstream-fx``
+- optional: ``dynamo-eager`` and ``aot-eager`` (``torch.compile`` with
+  ``backend="eager"`` / ``"aot_eager"``: ATen's kernels behind Dynamo's frame and
+  guards, and behind AOTAutograd's runtime wrappers too; the per-call cost that
+  every Inductor backend pays before its own code runs, the *floor*);
+  ``fx-graph`` (this package running ``gm.forward``) and ``upstream-fx``
   (upstream's FX backend: overlay disabled, the four assert flags off,
   ``compile_threads=1``, which it needs); ``fx+cudagraphs`` (this package with
   ``fx_backend(cuda_graphs=True)``: the stretches between host syncs replay CUDA
@@ -57,7 +61,11 @@ BACKENDS = (
     "fx",
     "fx+cudagraphs",
     "python-reduce-overhead",
+    "dynamo-eager",
+    "aot-eager",
 )
+#: What ``torch.compile`` is given for the floor backends.
+FLOOR_BACKENDS = {"dynamo-eager": "eager", "aot-eager": "aot_eager"}
 #: The FX configurations; the final fx-over-eager lines take each program's best.
 FX_CONFIGURATIONS = ("fx", "fx+cudagraphs")
 COMPILED = BACKENDS[1:]
@@ -117,7 +125,13 @@ def compiled_fn(program: Any, backend: str) -> Any:
         fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
     )
     mode = "reduce-overhead" if backend == "python-reduce-overhead" else None
-    return torch.compile(copy, fullgraph=True, dynamic=program.dynamic, mode=mode)
+    return torch.compile(
+        copy,
+        fullgraph=True,
+        dynamic=program.dynamic,
+        mode=mode,
+        backend=FLOOR_BACKENDS.get(backend, "inductor"),
+    )
 
 
 class TritonCompileCounter:
@@ -366,6 +380,10 @@ def paired_ratios(
         "fx+cudagraphs/eager": ("fx+cudagraphs", "eager"),
         "fx+cudagraphs/python": ("fx+cudagraphs", "python"),
         "python-reduce-overhead/eager": ("python-reduce-overhead", "eager"),
+        "dynamo-eager/eager": ("dynamo-eager", "eager"),
+        "aot-eager/eager": ("aot-eager", "eager"),
+        "fx/aot-eager": ("fx", "aot-eager"),
+        "python/aot-eager": ("python", "aot-eager"),
     }
     result = {}
     for name, (a, b) in pairs.items():
@@ -399,6 +417,12 @@ def method_lines(args: argparse.Namespace) -> list[str]:
         + (
             '; `python-reduce-overhead` (`mode="reduce-overhead"`)'
             if "python-reduce-overhead" in backends
+            else ""
+        )
+        + (
+            '; `dynamo-eager` and `aot-eager` (`torch.compile` with `backend="eager"` and '
+            '`"aot_eager"`: ATen\'s kernels behind Dynamo, and behind AOTAutograd too)'
+            if "aot-eager" in backends or "dynamo-eager" in backends
             else ""
         )
         + ". The fx-over-eager lines take each program's faster FX configuration, over "
@@ -543,6 +567,7 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
     else:
         lines += ["", "Cold and new sizes: not measured in this run (`--skip-cold`)."]
     lines += cuda_graph_lines(programs, steady)
+    lines += floor_lines(programs, steady)
 
     def geomean_line(name: str, entries: list[dict]) -> str:
         value = geomean([e["ratio"] for e in entries])
@@ -617,6 +642,50 @@ def cuda_graph_lines(programs: list[Any], steady: dict) -> list[str]:
             f"{total['replays']} | {total['eager_runs']} | {total['failures']} | "
             f"{total['bytes'] / 2**20:.1f} |"
         )
+    return lines
+
+
+FLOOR_COLUMNS = (
+    "dynamo-eager/eager",
+    "aot-eager/eager",
+    "python/aot-eager",
+    "fx/aot-eager",
+    "fx/eager",
+)
+
+
+def floor_lines(programs: list[Any], steady: dict) -> list[str]:
+    """Per program, eager's kernels behind ``torch.compile``'s entry path against eager
+    and against the compiled backends; with the geomeans over the programs measured."""
+    rows = [
+        (p.name, steady[p.name]["ratios"])
+        for p in programs
+        if "aot-eager/eager" in steady.get(p.name, {}).get("ratios", {})
+    ]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## The compiled-call floor",
+        "",
+        "Every compiled backend runs behind Dynamo's frame evaluation and guards and "
+        "AOTAutograd's runtime wrappers. `aot-eager` runs eager's own ATen kernels behind "
+        "both: its time over eager is what a compiled call costs before the backend's code "
+        "runs, and fx over aot-eager is what Inductor and this package do with the rest.",
+        "",
+        "| prog | " + " | ".join(FLOOR_COLUMNS) + " |",
+        "|---" * (len(FLOOR_COLUMNS) + 1) + "|",
+    ]
+    for name, ratios in rows:
+        lines.append(
+            f"| {name} | " + " | ".join(ratio_text(ratios.get(c)) for c in FLOOR_COLUMNS) + " |"
+        )
+    lines.append("")
+    for column in ("aot-eager/eager", "fx/aot-eager"):
+        values = [ratios[column]["ratio"] for _, ratios in rows if column in ratios]
+        if values:
+            label = column.replace("-", "_").replace("/", "_over_")
+            lines.append(f"geomean_steady_{label}: {geomean(values):.3f}")
     return lines
 
 

@@ -101,7 +101,7 @@ def _missing_upstream_suite() -> str | None:
 def _data_dependent(share: Share) -> list[str]:
     if share.quick:
         return ["--device", share.device, "--quick", "--out", str(share.report)]
-    backends = ["eager", "python", "python-reduce-overhead", "fx", "fx+cudagraphs"]
+    backends = ["eager", "aot-eager", "python", "python-reduce-overhead", "fx", "fx+cudagraphs"]
     steady = ["--skip-cold"] if share.steady_only else []
     arguments = ["--backends", *backends, *steady]
     return [*arguments, "--budget-s", share.budget(), "--out", str(share.report)]

@@ -131,10 +131,11 @@ def test_parts_spread_over_gpus_by_weight_each_lane_in_the_given_order():
 
 def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_path):
     # Each program's sampling stops at --seconds; the run's budget still covers the next.
+    # aot-eager (eager's kernels behind Dynamo and AOTAutograd) gives the floor's table.
     report = tmp_path / "report.md"
     subprocess.run(
         [sys.executable, "-m", "benchmarks.data_dependent", "--device", "cpu", "--n", "1000"]
-        + ["--skip-cold", "--programs", "P1", "P3", "--backends", "eager"]
+        + ["--skip-cold", "--programs", "P1", "P3", "--backends", "eager", "aot-eager"]
         + ["--seconds", "0.0001", "--min-samples", "3", "--max-samples", "3"]
         + ["--budget-s", "600", "--out", str(report)],
         cwd=REPO,
@@ -145,3 +146,6 @@ def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_pa
     text = report.read_text()
     assert "Not measured" not in text
     assert re.search(r"^\| P1 \|", text, re.M) and re.search(r"^\| P3 \|", text, re.M)
+    floor = text.split("## The compiled-call floor")[1]
+    assert re.search(r"^\| P1 \| n/a \| \d+\.\d+ \[", floor, re.M), floor
+    assert re.search(r"^geomean_steady_aot_eager_over_eager: \d+\.\d+$", floor, re.M), floor
