@@ -9,6 +9,7 @@
   and each test fresh Inductor and Triton cache dirs of its own (``fresh_caches``):
   with the caches on, as users run the suite, no test is served what another
   test compiled (``InductorTestCase`` does the same for its tests).
+- Without a GPU, Inductor starts no compile workers (``TORCHINDUCTOR_COMPILE_THREADS=1``).
 - ``test/corpus`` is importable from every test file, so that the corpus's
   programs and custom ops are defined once (``programs``), whichever file uses
   them first.
@@ -25,6 +26,11 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # No compile workers without a GPU: ``fx_backend("cpu")`` needs none, and for the
+    # Python wrapper's small C++ kernels starting them costs each pytest worker and
+    # each child process more than it saves (read when Inductor's config is first
+    # imported; children inherit it). Cache keys leave compile_threads out.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER")
 if _worker is not None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:

@@ -131,6 +131,7 @@ def registration_state(device):
         common.custom_backend_passes.get(device),
         common.custom_backend_codegen_configs.get(device),
         config.cpu_backend,
+        config.compile_threads,
     )
 
 
@@ -141,16 +142,20 @@ def test_fx_backend_restores_registration_and_config_when_body_raises(device):
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     common.init_backend_registration()
-    before = registration_state(device)
-    with pytest.raises(KeyError, match="from the body"):
-        with ifx.fx_backend(device):
-            assert ifx.is_enabled()
-            codegen = common.device_codegens[device]
-            assert codegen.wrapper_codegen is codegen.fx_wrapper_codegen
-            assert codegen.wrapper_codegen.__name__.endswith("FxWrapperCodegen")
-            assert config.cpu_backend == ("triton" if device == "cpu" else before[3])
-            raise KeyError("from the body")
-    assert registration_state(device) == before
+    # Compile workers outside (the suite runs without them on CPU-only machines).
+    with config.patch(compile_threads=2):
+        before = registration_state(device)
+        with pytest.raises(KeyError, match="from the body"):
+            with ifx.fx_backend(device):
+                assert ifx.is_enabled()
+                codegen = common.device_codegens[device]
+                assert codegen.wrapper_codegen is codegen.fx_wrapper_codegen
+                assert codegen.wrapper_codegen.__name__.endswith("FxWrapperCodegen")
+                assert config.cpu_backend == ("triton" if device == "cpu" else before[3])
+                # The CPU mode starts no compile workers: interpreted kernels need none.
+                assert config.compile_threads == (1 if device == "cpu" else before[4])
+                raise KeyError("from the body")
+        assert registration_state(device) == before
     assert not ifx.is_enabled()
 
 

@@ -148,6 +148,13 @@ class InterpreterFxWrapperCodegen(FxWrapperCodegen):
 RUNNERS = runners.RUNNERS
 
 
+#: Inductor's config in the CPU mode: Triton kernels for the CPU, and no compile
+#: worker pool. The interpreter runs a kernel from its source, so the pool's
+#: workers would compile nothing; starting them cost each process about 8 CPU
+#: seconds, and shutting them down about 9 s at exit (torch 2.10, two cores).
+CPU_MODE_CONFIG = {"cpu_backend": "triton", "compile_threads": 1}
+
+
 @contextlib.contextmanager
 def fx_backend(
     device: str | torch.device,
@@ -161,9 +168,9 @@ def fx_backend(
     Registers the FX wrapper codegen in both the JIT wrapper slot (``torch.compile``)
     and the ``fx_wrapper`` slot (``aot_compile(..., fx_wrapper=True)``) of the
     device, keeping its scheduling and C++ wrapper. For ``"cpu"``, Triton kernels
-    run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"`` inside the
-    context only, and ``TRITON_INTERPRET=1`` must have been set before Triton was
-    imported.
+    run in Triton's interpreter, ``config.cpu_backend`` is ``"triton"`` and
+    ``config.compile_threads`` is 1 inside the context only (:data:`CPU_MODE_CONFIG`),
+    and ``TRITON_INTERPRET=1`` must have been set before Triton was imported.
 
     The registration, the overlay and Triton's driver are process-wide, and shared
     by reference count (``sharing.py``): threads inside ``fx_backend`` with the same
@@ -202,7 +209,7 @@ def fx_backend(
     with contextlib.ExitStack() as stack:
         stack.enter_context(holding(options, _apply_process_wide))
         if options.device == "cpu" and _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
-            stack.enter_context(config.patch(cpu_backend="triton"))
+            stack.enter_context(config.patch(CPU_MODE_CONFIG))
         subject = f"torch.compile inside fx_backend({options.device!r})"
         stack.enter_context(graph_breaks.warning_when_breaks_leave_no_symbol(subject))
         yield
@@ -210,8 +217,8 @@ def fx_backend(
 
 def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> None:
     """Register the FX wrapper codegen of ``options`` and, for the CPU mode, make
-    Triton's interpreter the driver (and set ``cpu_backend`` where Inductor's config
-    is process-wide); ``undo`` puts back what was there."""
+    Triton's interpreter the driver (and set :data:`CPU_MODE_CONFIG` where Inductor's
+    config is process-wide); ``undo`` puts back what was there."""
     common.init_backend_registration()
     undo.callback(_restore_registration(options.device))
     codegen = FxWrapperCodegen if options.device == "cuda" else InterpreterFxWrapperCodegen
@@ -224,7 +231,7 @@ def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> 
     )
     if options.device == "cpu":
         if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
-            undo.enter_context(config.patch(cpu_backend="triton"))
+            undo.enter_context(config.patch(CPU_MODE_CONFIG))
         undo.enter_context(interpreter_driver())
 
 
