@@ -47,9 +47,14 @@ TORCHVISION = {
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
+# uv where it is installed (CI installs it beside nox): it fetches a CUDA build of
+# torch and its ~20 NVIDIA packages in parallel, in well under a minute where pip
+# takes minutes; virtualenv and pip elsewhere.
+nox.options.default_venv_backend = "uv|virtualenv"
 
 # A pip configuration may cap torch with a constraint file; the matrix asks for
 # exact releases, so it must not apply. (An empty value does not disable it.)
+# uv reads no pip configuration.
 PIP_ENV = {"PIP_CONSTRAINT": "/dev/null"}
 
 
