@@ -54,6 +54,14 @@ class Limits:
     #: Bytes of the pools of all entries together; None: 10% of the device's
     #: memory, at most 2 GiB.
     max_bytes: int | None = None
+    #: What a replay costs, in kernel launches: a stretch is captured only where it
+    #: launches at least this many times (1 + the results it copies after a replay).
+    #: On an H200 a replay and each copy each cost about as much as three launches:
+    #: stretches of two and three launches with one and two copies ran slower
+    #: replayed, one of sixteen launches and one copy 40% faster
+    #: (benchmarks/results/2026-12-01-h200-data-dependent-replay.md). Checked when
+    #: a graph compiles.
+    launches_per_replay: int = 3
 
 
 LIMITS = Limits()
@@ -224,9 +232,10 @@ class CapturedStretch:
             self.counts.eager_runs += 1
             return self.body(*inputs)
         key = stretch_key(inputs, self._device())
+        entry = self.entries.get(key)
+        if entry is not None:
+            return self.replay(entry)
         action = self.plan(key)
-        if action is Action.REPLAY:
-            return self.replay(self.entries[key])
         if action is Action.CAPTURE:
             return self.capture(key, inputs)
         self.counts.eager_runs += 1
@@ -248,8 +257,12 @@ class CapturedStretch:
         self.memory.use(entry)
         entry.graph.replay()
         self.counts.replays += 1
+        # A replay is worth only the launches it saves: the copies of the results
+        # are direct calls (a pytree walk per result cost more than a launch).
         return tuple(
-            tree_map_only(torch.Tensor, _copy, output) if copied else output
+            (_copy(output) if type(output) is torch.Tensor else _copy_leaves(output))
+            if copied
+            else output
             for output, copied in zip(entry.outputs, self.copied)
         )
 
@@ -331,6 +344,10 @@ def next_serial() -> int:
 def release_all() -> None:
     """Drop every captured graph (their stretches capture again when called)."""
     MEMORY.release_all()
+
+
+def _copy_leaves(output: Any) -> Any:
+    return tree_map_only(torch.Tensor, _copy, output)
 
 
 def _copy(tensor: torch.Tensor) -> torch.Tensor:

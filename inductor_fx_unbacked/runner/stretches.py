@@ -8,10 +8,16 @@ The body reads the current stream itself, which is the capture stream while it
 is captured. A result is a whole tensor, never a view: views of it are made again
 after the stretch, so copying a result that reaches the graph's output (replayed
 results are the graph's own memory) copies everything that aliases it.
+
+Only a stretch whose replay pays is rewritten (:func:`_pays`): a replay, and the
+copy of each result that reaches the graph's output, cost about as much as a few
+launches (:attr:`~.graphs.Limits.launches_per_replay`), so a stretch of two or
+three launches runs faster as it is.
 """
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +28,7 @@ from torch.fx import Node
 from ..artifact.facts import VALUE_KIND, value_kind
 from . import lowering
 from .checks import Check
-from .graphs import MEMORY, CapturedStretch
+from .graphs import LIMITS, MEMORY, CapturedStretch
 from .segments import (
     CUDA,
     VIEWS,
@@ -38,6 +44,7 @@ from .segments import (
 from .tuning import Launch
 
 aten = torch.ops.aten
+log = logging.getLogger(__name__)
 
 
 def capture_stretches(
@@ -99,7 +106,11 @@ class _Rewriter:
         self.pending: list[tuple[Node, Stretch, Callable[..., Any], list[Node]]] = []
 
     def run(self) -> torch.fx.GraphModule:
-        stretches = find_stretches(self.lowered.graph, self.capturable)
+        stretches = [
+            stretch
+            for stretch in find_stretches(self.lowered.graph, self.capturable)
+            if _pays(stretch)
+        ]
         last = {stretch.nodes[-1]: stretch for stretch in stretches}
         self.member_of = {node: stretch for stretch in stretches for node in stretch.nodes}
         streams = []
@@ -225,6 +236,25 @@ def _body_module(stretch: Stretch, results: list[Node]) -> torch.fx.GraphModule:
     graph.output(tuple(env[node] for node in results))
     graph.lint()
     return torch.fx.GraphModule(torch.nn.Module(), graph, class_name="CudaGraphStretch")
+
+
+def _pays(stretch: Stretch) -> bool:
+    """Whether replaying ``stretch`` saves more than it costs: its launches against a
+    replay and a copy of each result that reaches the graph's output, each counted
+    as :attr:`~.graphs.Limits.launches_per_replay` launches."""
+    copies = sum(_reaches_output(result) for result in _Outside(stretch).results)
+    cost = LIMITS.launches_per_replay * (1 + copies)
+    if stretch.launches >= cost:
+        return True
+    log.debug(
+        "a stretch of %d launches ending at %s runs without a CUDA graph: a replay "
+        "and %d copies cost about %d launches",
+        stretch.launches,
+        stretch.nodes[-1].name,
+        copies,
+        cost,
+    )
+    return False
 
 
 def _reaches_output(node: Node) -> bool:

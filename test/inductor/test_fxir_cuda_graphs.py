@@ -64,9 +64,16 @@ needs_gpu = pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
 cpu_only = pytest.mark.skipif(GPU, reason="on a GPU, captures succeed: the GPU tests cover it")
 
 
+#: What a replay costs by default (``Limits.launches_per_replay``).
+LAUNCHES_PER_REPLAY = graphs.Limits().launches_per_replay
+
+
 @pytest.fixture(autouse=True)
 def dynamo_config():
-    with data_dependent_dynamo():
+    # Every stretch is rewritten, whatever a replay would save, so that the small
+    # programs here exercise the rewrite and the captures; the policy's own tests
+    # set the default back.
+    with data_dependent_dynamo(), limits(launches_per_replay=0):
         yield
     graphs.release_all()
     ifx.disable()
@@ -258,6 +265,41 @@ def test_branches_get_stretches_of_their_own():
     (stretch,) = run_it.stretches
     assert stretch.counts.launches == 4
     assert same(run_it(x, w), mlp_if_positive(x, w))
+
+
+def test_a_stretch_is_rewritten_only_where_a_replay_pays():
+    """By default a replay and each copy of a result cost three launches: the
+    stretch of ``normalized_positives`` (a few launches, both results returned)
+    runs as it is, P5's (a launch per split, the stacked sums returned) is one
+    CUDA graph."""
+    p5 = BY_NAME["P5"]
+    with limits(launches_per_replay=LAUNCHES_PER_REPLAY):
+        lowered = lowered_root(normalized_positives, signed(16))
+        (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
+        assert stretch.launches < 2 * LAUNCHES_PER_REPLAY
+        run_it = compile_with_cuda_graphs(lowered, straightline.generate, CAPTURABLE)
+        assert not hasattr(run_it, "stretches")
+        assert not any(isinstance(n.target, CapturedStretch) for n in lowered.graph.nodes)
+
+        lowered = lowered_root(p5.fn, *p5.inputs(DEVICE, 256)[0])
+        (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
+        assert stretch.launches >= 2 * LAUNCHES_PER_REPLAY
+        run_it = compile_with_cuda_graphs(lowered, straightline.generate, CAPTURABLE)
+        (captured,) = run_it.stretches
+        assert sum(captured.copied) == 1
+
+
+def test_each_copied_result_counts_as_a_replay():
+    """P5's stretch returns one result: it pays where two replays' worth of launches
+    fit in its launches, and not one more."""
+    p5 = BY_NAME["P5"]
+    lowered = lowered_root(p5.fn, *p5.inputs(DEVICE, 256)[0])
+    (stretch,) = segments.find_stretches(lowered.graph, CAPTURABLE)
+    per_replay = stretch.launches // 2
+    for cost, rewritten in ((per_replay, True), (per_replay + 1, False)):
+        with limits(launches_per_replay=cost):
+            run_it = compile_with_cuda_graphs(lowered, straightline.generate, CAPTURABLE)
+        assert hasattr(run_it, "stretches") is rewritten, cost
 
 
 def test_the_results_that_reach_the_graphs_output_are_the_ones_copied():
