@@ -63,6 +63,10 @@ PIP_ENV = {"PIP_CONSTRAINT": "/dev/null"}
 def tests(session: nox.Session, torch: str) -> None:
     """Install one torch release and run the test suite on it."""
     torchvision = [f"torchvision=={TORCHVISION[torch]}"] if torch in TORCHVISION else []
+    # torch imports setuptools (torch.utils.cpp_extension, Inductor's C++ builds)
+    # without requiring it below Python 3.12: pip's virtual environments come with
+    # it, uv's do not.
+    session.install("setuptools", env=PIP_ENV)
     if torch in CPU_BUILDS:
         # No Triton named: the package's requirement decides, as for a user.
         index = ["--extra-index-url", CPU_INDEX] if CPU_INDEX else []
