@@ -54,8 +54,10 @@ nox.options.default_venv_backend = "uv|virtualenv"
 
 # A pip configuration may cap torch with a constraint file; the matrix asks for
 # exact releases, so it must not apply. (An empty value does not disable it.)
-# uv reads no pip configuration.
-PIP_ENV = {"PIP_CONSTRAINT": "/dev/null"}
+# uv reads no pip configuration. uv writes no bytecode unless asked, where pip
+# does: without it every test process compiles torch's sources on import (twice
+# the time where PYTHONDONTWRITEBYTECODE is set, as on the CI machines).
+INSTALL_ENV = {"PIP_CONSTRAINT": "/dev/null", "UV_COMPILE_BYTECODE": "1"}
 
 
 @nox.session(python="3.11")
@@ -66,15 +68,17 @@ def tests(session: nox.Session, torch: str) -> None:
     # torch imports setuptools (torch.utils.cpp_extension, Inductor's C++ builds)
     # without requiring it below Python 3.12: pip's virtual environments come with
     # it, uv's do not.
-    session.install("setuptools", env=PIP_ENV)
+    session.install("setuptools", env=INSTALL_ENV)
     if torch in CPU_BUILDS:
         # No Triton named: the package's requirement decides, as for a user.
         index = ["--extra-index-url", CPU_INDEX] if CPU_INDEX else []
-        session.install(f"torch=={torch}", *index, env=PIP_ENV)
+        session.install(f"torch=={torch}", *index, env=INSTALL_ENV)
     else:
-        session.install(f"torch=={torch}", f"triton=={RELEASES[torch]}", *torchvision, env=PIP_ENV)
+        session.install(
+            f"torch=={torch}", f"triton=={RELEASES[torch]}", *torchvision, env=INSTALL_ENV
+        )
     extras = "test,models" if torchvision else "test"
-    session.install("-e", f".[{extras}]", env=PIP_ENV)
+    session.install("-e", f".[{extras}]", env=INSTALL_ENV)
     session.run(
         "python",
         "-c",
