@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from torch._inductor import config
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.artifact.identity import package_hash
@@ -177,12 +178,13 @@ def test_compiled_graph_pickles_after_its_kernels_ran_in_a_graph():
     its kernels. The same program compiles twice with the same kernels (a miss: the
     runner differs); in between, the first graph ran them through ``gm.forward``,
     which compiles them with Triton's JIT. Nothing of that run reaches what
-    Inductor pickles the second time."""
+    Inductor pickles the second time. (Compiled in this process: kernels that
+    compile workers load come back as new autotuners, which share nothing.)"""
     x = torch.tensor([1.0, -1.0, 2.0, -2.0, 3.0, 4.0], device=DEVICE)
     program = cache_scenario.program
     counters.clear()
     graphs = []
-    with cache_scenario.caches_on():
+    with cache_scenario.caches_on(), config.patch(compile_threads=1):
         for runner in ("graph", "lowered"):
             with ifx.fx_backend(DEVICE, runner=runner), ifx.recording_graphs() as recorded:
                 torch._dynamo.reset()
