@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch._functorch import config as functorch_config
 from torch._inductor import config
 from torch._inductor.codegen import common
 from torch._inductor.codegen.common import FileBackedGraphModule
@@ -155,14 +154,6 @@ RUNNERS = runners.RUNNERS
 #: seconds, and shutting them down about 9 s at exit (torch 2.10, two cores).
 CPU_MODE_CONFIG = {"cpu_backend": "triton", "compile_threads": 1}
 
-#: AOTAutograd's config inside ``fx_backend``: the backward graph compiles with the
-#: forward, in the thread that compiles, as upstream already does whenever the
-#: backward saves a symbolic size. Lazily, the backward of a CUDA program would
-#: compile in the autograd engine's device thread, outside the caller's
-#: ``recording_graphs`` (and, on releases whose configs are per thread, outside its
-#: config), and fail to convert on a later ``backward()`` instead of at the compile.
-AOT_CONFIG = {"force_non_lazy_backward_lowering": True}
-
 
 @contextlib.contextmanager
 def fx_backend(
@@ -217,10 +208,8 @@ def fx_backend(
         overlay.fix_interpreter()
     with contextlib.ExitStack() as stack:
         stack.enter_context(holding(options, _apply_process_wide))
-        if _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
-            stack.enter_context(functorch_config.patch(AOT_CONFIG))
-            if options.device == "cpu":
-                stack.enter_context(config.patch(CPU_MODE_CONFIG))
+        if options.device == "cpu" and _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
+            stack.enter_context(config.patch(CPU_MODE_CONFIG))
         subject = f"torch.compile inside fx_backend({options.device!r})"
         stack.enter_context(graph_breaks.warning_when_breaks_leave_no_symbol(subject))
         yield
@@ -240,8 +229,6 @@ def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> 
         runtime_asserts=options.runtime_asserts,
         cuda_graphs=options.cuda_graphs,
     )
-    if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
-        undo.enter_context(functorch_config.patch(AOT_CONFIG))
     if options.device == "cpu":
         if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
             undo.enter_context(config.patch(CPU_MODE_CONFIG))

@@ -319,15 +319,11 @@ class FxBackendBasicsTest(FxirTestCase):
             loss_fn(ref_x, ref_w).backward()
             with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
                 loss = torch.compile(loss_fn, dynamic=dynamic)(x, w)
-                # The backward compiles with the forward, in this thread: on a GPU,
-                # a lazy one compiles in the autograd engine's thread, unrecorded.
-                recorded_by_the_forward = len(graphs)
                 loss.backward()
             self.assertEqual(x.grad, ref_x.grad)
             self.assertEqual(w.grad, ref_w.grad)
             if seed == 0 or not dynamic:
                 # A forward and a backward graph, one kernel each.
-                self.assertEqual(recorded_by_the_forward, 2)
                 self.assertEqual(len(graphs), 2)
                 self.assertEqual(len(kernel_calls(graphs)), 2)
 
