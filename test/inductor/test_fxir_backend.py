@@ -14,6 +14,7 @@ import operator
 
 import expected_graphs
 import torch
+from torch._functorch import config as functorch_config
 from torch._inductor import config
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.codegen.wrapper_fxir import FxConverter
@@ -317,13 +318,22 @@ class FxBackendBasicsTest(FxirTestCase):
             w = self.rand(n, seed=seed + 10).requires_grad_()
             ref_x, ref_w = (t.detach().clone().requires_grad_() for t in (x, w))
             loss_fn(ref_x, ref_w).backward()
-            with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            # The backward compiles with the forward, in this thread: left to
+            # AOTAutograd's lazy lowering, on a GPU it compiles in the autograd
+            # engine's device thread, whose graphs no recording of this one sees.
+            with (
+                ifx.fx_backend(self.device),
+                functorch_config.patch(force_non_lazy_backward_lowering=True),
+                ifx.recording_graphs() as graphs,
+            ):
                 loss = torch.compile(loss_fn, dynamic=dynamic)(x, w)
+                recorded_by_the_forward = len(graphs)
                 loss.backward()
             self.assertEqual(x.grad, ref_x.grad)
             self.assertEqual(w.grad, ref_w.grad)
             if seed == 0 or not dynamic:
                 # A forward and a backward graph, one kernel each.
+                self.assertEqual(recorded_by_the_forward, 2)
                 self.assertEqual(len(graphs), 2)
                 self.assertEqual(len(kernel_calls(graphs)), 2)
 
