@@ -59,7 +59,8 @@ def gathers_rows(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> boo
     row = x.shape[covered:]
     if not all(isinstance(size, int) for size in row):
         return False
-    return math.prod(row) == 1 or math.prod(row) >= MIN_ROW
+    elements = math.prod(row)
+    return elements == 1 or elements >= MIN_ROW
 
 
 def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> Any:

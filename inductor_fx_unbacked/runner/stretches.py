@@ -106,19 +106,20 @@ class _Rewriter:
         self.pending: list[tuple[Node, Stretch, Callable[..., Any], list[Node]]] = []
 
     def run(self) -> torch.fx.GraphModule:
-        stretches = [
-            stretch
-            for stretch in find_stretches(self.lowered.graph, self.capturable)
-            if _pays(stretch)
-        ]
-        last = {stretch.nodes[-1]: stretch for stretch in stretches}
-        self.member_of = {node: stretch for stretch in stretches for node in stretch.nodes}
+        # Each stretch whose replay pays, with what the rest of the graph reads of it.
+        stretches = []
+        for stretch in find_stretches(self.lowered.graph, self.capturable):
+            outside = _Outside(stretch)
+            if _pays(stretch, outside):
+                stretches.append((stretch, outside))
+        last = {stretch.nodes[-1]: (stretch, outside) for stretch, outside in stretches}
+        self.member_of = {node: stretch for stretch, _ in stretches for node in stretch.nodes}
         streams = []
         for node in self.lowered.graph.nodes:
             if is_stream(node):
                 streams.append(node)
             if node in last:
-                self.emit_stretch(last[node], len(self.pending))
+                self.emit_stretch(*last[node], len(self.pending))
             if node in self.member_of:
                 continue
             self.env[node] = self.graph.node_copy(node, self.lookup)
@@ -158,8 +159,7 @@ class _Rewriter:
             branches.append(module.forward)
         return lowering._Branch(target.__name__, tuple(branches))
 
-    def emit_stretch(self, stretch: Stretch, index: int) -> None:
-        outside = _Outside(stretch)
+    def emit_stretch(self, stretch: Stretch, outside: _Outside, index: int) -> None:
         body = self.compile_body(_body_module(stretch, outside.results))
         inputs = tuple(self.lookup(node) for node in stretch.inputs())
         call = self.graph.create_node(
@@ -238,11 +238,11 @@ def _body_module(stretch: Stretch, results: list[Node]) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(torch.nn.Module(), graph, class_name="CudaGraphStretch")
 
 
-def _pays(stretch: Stretch) -> bool:
+def _pays(stretch: Stretch, outside: _Outside) -> bool:
     """Whether replaying ``stretch`` saves more than it costs: its launches against a
-    replay and a copy of each result that reaches the graph's output, each counted
-    as :attr:`~.graphs.Limits.launches_per_replay` launches."""
-    copies = sum(_reaches_output(result) for result in _Outside(stretch).results)
+    replay and a copy of each result that reaches the graph's output (``outside``'s
+    results), each counted as :attr:`~.graphs.Limits.launches_per_replay` launches."""
+    copies = sum(_reaches_output(result) for result in outside.results)
     cost = LIMITS.launches_per_replay * (1 + copies)
     if stretch.launches >= cost:
         return True
