@@ -6,7 +6,9 @@ its Triton kernels with their autotuners, their constant arguments, and its C++
 kernels. The owner (:class:`OwnedKernels`, kept in ``gm.meta``) puts them back
 into the side table whenever something emptied it (``torch._dynamo.reset()``),
 travels with the graph through ``copy.deepcopy`` and pickling (as sources, which
-import again in a new process), and releases them once the graph is gone.
+import again in a new process), and releases them once the graph is gone: at the
+package's next write to the side table (:func:`apply_releases`), never from the
+finalizer that notices it.
 
 Kernels that reached the graph without a source (upstream's converter, with the
 overlay disabled inside ``fx_backend``) are owned too, under a fresh index that
@@ -16,6 +18,7 @@ cannot be stored (:attr:`OwnedKernels.unstorable`).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
 import weakref
@@ -33,10 +36,9 @@ from ..codegen.kernels import (
     ConvertedKernels,
     ConvertedTritonKernel,
     KernelSource,
-    place_constant_args,
-    place_kernel,
     stable_constant_args_idx,
     stable_kernel_idx,
+    update_side_table,
 )
 
 #: The key in ``gm.meta`` under which a handed-out graph keeps its kernels.
@@ -45,13 +47,16 @@ OWNED_KERNELS = "inductor_fx_unbacked_owned_kernels"
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 
 _lock = threading.RLock()
-#: Every live owner, to put back after the side table was emptied.
+#: Every live owner.
 _owners: weakref.WeakSet[OwnedKernels] = weakref.WeakSet()
 #: How many live owners name each side-table index and C++ key.
 _users: Counter[Any] = Counter()
-#: The side table's dicts when every live owner was last put back; Dynamo's reset
-#: replaces them with new ones.
-_placed_in: tuple[int, int] | None = None
+#: The keys of dropped graphs, queued by their finalizers, which never write a
+#: table (upstream's lock is not re-entrant, and a collection can run inside
+#: upstream's walk of the side table): :func:`apply_releases` forgets them at the
+#: package's next write to the side table. Each entry names keys that the side
+#: table holds, one entry per graph dropped since then.
+_dropped: collections.deque[list[Any]] = collections.deque()
 _unsourced = itertools.count(UNSOURCED_INDEX_BASE)
 
 
@@ -74,11 +79,12 @@ class OwnedKernels:
         self.cpp = dict(cpp)
         #: Kernels without a source, by index: they run here and are never stored.
         self.unsourced = dict(unsourced or {})
+        keys = self._keys()
         with _lock:
-            for key in self._keys():
+            for key in keys:
                 _users[key] += 1
             _owners.add(self)
-            weakref.finalize(self, _release, self._keys())
+            weakref.finalize(self, _dropped.append, keys)
             self._place()
 
     # What the runner reads.
@@ -113,18 +119,26 @@ class OwnedKernels:
     # Keeping them in the side table.
 
     def ensure_placed(self) -> None:
-        """Put this graph's kernels, and every other live graph's, back into the side
-        table if something emptied it since they were last placed. Cheap when not."""
-        if _placed_in != _side_table_identity():
-            place_every_owner()
+        """Put this graph's kernels back into the side table where something emptied
+        it since (``torch._dynamo.reset()``). Cheap when they are there."""
+        if _dropped or not self._in_side_table():
+            with _lock:
+                self._place()
+
+    def _in_side_table(self) -> bool:
+        kernels, args = kernel_side_table.id_to_kernel, kernel_side_table.constant_args
+        return all(
+            kernels.get(kernel_idx) is entry.kernel for kernel_idx, entry in self.triton.items()
+        ) and all(
+            args.get(constant_args_idx) is constant_args
+            for constant_args_idx, constant_args in self.constant_args.items()
+        )
 
     def _place(self) -> None:
-        for kernel_idx, entry in self.triton.items():
-            place_kernel(kernel_idx, entry.kernel)
-        for kernel_idx, kernel in self.unsourced.items():
-            place_kernel(kernel_idx, kernel)
-        for constant_args_idx, args in self.constant_args.items():
-            place_constant_args(constant_args_idx, args)
+        """Write this graph's kernels into the side table, with the releases due."""
+        kernels = {kernel_idx: entry.kernel for kernel_idx, entry in self.triton.items()}
+        kernels.update(self.unsourced)
+        apply_releases(kernels, self.constant_args)
         for source in self.cpp.values():
             fx_cpp.register_source(source)
 
@@ -169,38 +183,29 @@ def _from_sources(
     return OwnedKernels(triton, constant_args, cpp)
 
 
-def _side_table_identity() -> tuple[int, int]:
-    return (id(kernel_side_table.id_to_kernel), id(kernel_side_table.constant_args))
+def apply_releases(
+    kernels: dict[int, Any] | None = None, constant_args: dict[int, dict[str, Any]] | None = None
+) -> None:
+    """Forget what no live graph names any more, writing ``kernels`` and
+    ``constant_args`` into the side table in the same update.
 
-
-def place_every_owner() -> None:
-    """Put every live graph's kernels into the side table."""
-    global _placed_in
+    The package's one point for writing the side table: when a converter or a
+    restored graph places its kernels, when a graph called after a Dynamo reset
+    puts them back, and when ``fx_backend`` is entered or left. Never from a
+    finalizer (see ``_dropped``).
+    """
     with _lock:
-        for owner in list(_owners):
-            owner._place()
-        _placed_in = _side_table_identity()
-
-
-def _release(keys: list[Any]) -> None:
-    """Forget what no live graph names any more (a graph was dropped)."""
-    with _lock:
-        for key in keys:
-            _users[key] -= 1
-            if _users[key] > 0:
-                continue
-            del _users[key]
-            kind, name = key
-            if kind == "kernel":
-                with kernel_side_table.lock:
-                    kernel = kernel_side_table.id_to_kernel.pop(name, None)
-                    if kernel is not None and kernel_side_table.kernel_to_id.get(kernel) == name:
-                        del kernel_side_table.kernel_to_id[kernel]
-            elif kind == "constant_args":
-                with kernel_side_table.lock:
-                    kernel_side_table.constant_args.pop(name, None)
-            else:
-                fx_cpp.forget(name)
+        released: dict[str, list[Any]] = {"kernel": [], "constant_args": [], "cpp": []}
+        while _dropped:
+            for key in _dropped.popleft():
+                _users[key] -= 1
+                if _users[key] <= 0:
+                    del _users[key]
+                    released[key[0]].append(key[1])
+        if kernels or constant_args or released["kernel"] or released["constant_args"]:
+            update_side_table(kernels, constant_args, released["kernel"], released["constant_args"])
+        for key in released["cpp"]:
+            fx_cpp.forget(key)
 
 
 def own_kernels(gm: torch.fx.GraphModule) -> OwnedKernels:

@@ -13,7 +13,8 @@ index of constant arguments from their values. These indices lie far above any
 position upstream hands out, so no other kernel ever takes them; a graph whose
 kernel left the table fails upstream's lookup ("Kernel index ... not found")
 instead of running something else, and putting the kernel back
-(:func:`place_kernel`) makes it run again, in any process.
+(:func:`place_kernel`) makes it run again, in any process. Every write of this
+package to the side table goes through :func:`update_side_table`.
 
 The converter records what it defined on the graph it returns
 (:data:`CONVERTED_KERNELS` in ``gm.meta``), for the artifact layer, which owns
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
@@ -61,16 +63,64 @@ def stable_constant_args_idx(args: dict[str, Any]) -> int:
     return STABLE_INDEX_BASE + int(hashlib.sha256(text.encode()).hexdigest()[:10], 16)
 
 
-def place_kernel(kernel_idx: int, kernel: Any) -> None:
-    """Put ``kernel`` in the side table at ``kernel_idx`` (where it is missing)."""
+class _Released:
+    """What the side table holds at an index whose kernel (or constant arguments) no
+    live graph names any more."""
+
+    def __repr__(self) -> str:
+        return "<released by inductor_fx_unbacked: no live graph names this index>"
+
+
+#: Upstream numbers its own entries by the table's length, so no entry is ever
+#: removed: removing one would give an index that is in use to the next kernel.
+RELEASED = _Released()
+
+
+def update_side_table(
+    kernels: Mapping[int, Any] | None = None,
+    constant_args: Mapping[int, dict[str, Any]] | None = None,
+    released_kernels: Iterable[int] = (),
+    released_constant_args: Iterable[int] = (),
+) -> None:
+    """The one way this package writes upstream's ``kernel_side_table``.
+
+    Upstream reads the table's dicts without its lock (Inductor walks
+    ``id_to_kernel`` on every compile, for its repro string), so this never changes
+    a dict that someone may be iterating: it builds new dicts and puts them in place,
+    under upstream's lock, as Dynamo's reset does. Released indices keep a
+    :data:`RELEASED` entry (upstream's next index is the table's length). Never call
+    this from a finalizer: upstream's lock is not re-entrant.
+    """
     with kernel_side_table.lock:
-        kernel_side_table.id_to_kernel[kernel_idx] = kernel
-        kernel_side_table.kernel_to_id[kernel] = kernel_idx
+        id_to_kernel = dict(kernel_side_table.id_to_kernel)
+        kernel_to_id = dict(kernel_side_table.kernel_to_id)
+        args_table = dict(kernel_side_table.constant_args)
+        for kernel_idx in released_kernels:
+            kernel = id_to_kernel.get(kernel_idx, RELEASED)
+            if kernel is RELEASED:
+                continue
+            id_to_kernel[kernel_idx] = RELEASED
+            if kernel_to_id.get(kernel) == kernel_idx:
+                del kernel_to_id[kernel]
+        for constant_args_idx in released_constant_args:
+            if constant_args_idx in args_table:
+                args_table[constant_args_idx] = RELEASED
+        for kernel_idx, kernel in (kernels or {}).items():
+            id_to_kernel[kernel_idx] = kernel
+            kernel_to_id[kernel] = kernel_idx
+        args_table.update(constant_args or {})
+        kernel_side_table.id_to_kernel = id_to_kernel
+        kernel_side_table.kernel_to_id = kernel_to_id
+        kernel_side_table.constant_args = args_table
+
+
+def place_kernel(kernel_idx: int, kernel: Any) -> None:
+    """Put ``kernel`` in the side table at ``kernel_idx``."""
+    update_side_table(kernels={kernel_idx: kernel})
 
 
 def place_constant_args(constant_args_idx: int, args: dict[str, Any]) -> None:
-    with kernel_side_table.lock:
-        kernel_side_table.constant_args[constant_args_idx] = args
+    update_side_table(constant_args={constant_args_idx: args})
 
 
 @dataclasses.dataclass

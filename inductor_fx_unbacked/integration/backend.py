@@ -25,7 +25,7 @@ from torch._inductor.virtualized import V
 
 from .. import _compat
 from .. import runner as runners
-from ..artifact.kernels import hand_out
+from ..artifact.kernels import apply_releases, hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
 from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
@@ -207,6 +207,10 @@ def fx_backend(
         require_interpreter()
         overlay.fix_interpreter()
     with contextlib.ExitStack() as stack:
+        # Graphs dropped since the last write leave the side table: nothing compiles
+        # in this thread now, and the update never changes a dict being walked.
+        apply_releases()
+        stack.callback(apply_releases)
         stack.enter_context(holding(options, _apply_process_wide))
         if options.device == "cpu" and _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
             stack.enter_context(config.patch(CPU_MODE_CONFIG))

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -32,6 +34,8 @@ from torch.testing._internal.common_utils import instantiate_parametrized_tests,
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import runner
 from inductor_fx_unbacked.artifact import store
+from inductor_fx_unbacked.artifact.kernels import apply_releases
+from inductor_fx_unbacked.codegen.kernels import RELEASED, update_side_table
 from inductor_fx_unbacked.runner.lowering import lower
 
 ROOT = Path(__file__).parents[2]
@@ -184,11 +188,87 @@ class GraphKeepsItsKernelsTest(FxirTestCase):
     def test_a_dropped_graph_releases_its_kernels(self):
         gm = self.capture(positives_sin, self.inputs()[0])
         indices = kernel_indices([gm])
+        torch._dynamo.reset()  # Dynamo's caches hold the compiled function
+        gm(self.inputs()[0])  # the graph puts its kernels back (2.13+ reset emptied the table)
         self.assertTrue(all(i in kernel_side_table.id_to_kernel for i in indices))
         del gm
-        torch._dynamo.reset()  # Dynamo's caches hold the compiled function
         gc.collect()
-        self.assertFalse(any(i in kernel_side_table.id_to_kernel for i in indices))
+        # Released at the package's next write to the side table: here, fx_backend.
+        with ifx.fx_backend(self.device):
+            pass
+        released = [kernel_side_table.id_to_kernel.get(i) for i in indices]
+        self.assertEqual(released, [RELEASED] * len(indices))
+
+    def test_a_release_leaves_upstreams_next_index_unused(self):
+        """Upstream numbers its kernels by the table's length: a release that removed
+        an entry would give a kernel in use to the next one added."""
+        reset_dynamo_and_kernel_table()
+        first = kernel_side_table.add_kernel(add_two_kernel)
+        gm = self.capture_without_reset(positives_sin, self.inputs()[0])
+        del gm
+        gc.collect()
+        apply_releases()
+        second = kernel_side_table.add_kernel(add_three_kernel)
+        self.assertEqual(kernel_side_table.get_kernel(first), add_two_kernel)
+        self.assertEqual(kernel_side_table.get_kernel(second), add_three_kernel)
+
+    def test_a_graph_collected_inside_upstreams_walk_of_the_side_table(self):
+        """A garbage collection inside Inductor's walk of ``id_to_kernel`` (its repro
+        string, on every compile) finds a dropped graph: the walk goes on unharmed."""
+        gm = self.capture(positives_sin, self.inputs()[0])
+        indices = kernel_indices([gm])
+        torch._dynamo.reset()
+        gm(self.inputs()[0])  # the graph puts its kernels back
+        cycle = [gm]
+        cycle.append(cycle)  # only a collection frees it
+        del gm, cycle
+        walked = []
+        for kernel_idx in kernel_side_table.id_to_kernel:
+            gc.collect()
+            walked.append(kernel_idx)
+        self.assertTrue(set(indices) <= set(walked))
+        apply_releases()
+        self.assertEqual([kernel_side_table.id_to_kernel[i] for i in indices], [RELEASED] * 2)
+
+    def test_placing_kernels_while_another_thread_walks_the_table(self):
+        """A graph called after a reset puts its kernels back while another thread walks
+        the side table, as a compile in that thread does: the walker never sees a
+        dict change under it, and the graph runs its own kernels."""
+        gm = self.capture(positives_sin, self.inputs()[0])
+        for n in range(64):  # a table worth walking
+            kernel_side_table.add_constant_args({"n": n})
+            kernel_side_table.add_kernel(_numbered_kernel(n))
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def walk():
+            while not stop.is_set():
+                try:
+                    for _ in kernel_side_table.id_to_kernel:
+                        time.sleep(0)
+                    for _ in kernel_side_table.constant_args:
+                        time.sleep(0)
+                except RuntimeError as e:
+                    errors.append(e)
+                    return
+
+        walker = threading.Thread(target=walk)
+        walker.start()
+        try:
+            for _ in range(30):
+                for kernel_idx in kernel_indices([gm]):
+                    update_side_table(released_kernels=[kernel_idx])
+                for x in self.inputs():
+                    self.assertEqual(gm(x), positives_sin(x))
+        finally:
+            stop.set()
+            walker.join()
+        self.assertEqual(errors, [])
+
+    def capture_without_reset(self, fn, x):
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            torch.compile(fn, fullgraph=True)(x)
+        return graphs[-1]
 
 
 @triton.jit
@@ -197,6 +277,24 @@ def add_two_kernel(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
     offsets = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
     mask = offsets < xnumel
     tl.store(out_ptr0 + offsets, tl.load(in_ptr0 + offsets, mask=mask) + 2.0, mask=mask)
+
+
+@triton.jit
+def add_three_kernel(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    mask = offsets < xnumel
+    tl.store(out_ptr0 + offsets, tl.load(in_ptr0 + offsets, mask=mask) + 3.0, mask=mask)
+
+
+class _NumberedKernel:
+    """A distinct, hashable object for the side table to hold."""
+
+    def __init__(self, n):
+        self.n = n
+
+
+def _numbered_kernel(n):
+    return _NumberedKernel(n)
 
 
 def hand_written_kernel_graph(kernel_idx, xblock):
