@@ -28,6 +28,8 @@ import contextlib
 import dataclasses
 import enum
 import logging
+import struct
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -92,14 +94,20 @@ def wanted(setting: bool | None) -> bool:
 
 def stretch_key(inputs: Sequence[Any], device: int) -> tuple[Any, ...]:
     """What a capture of a stretch depends on: the scalars' values and the tensors'
-    memory (address, size, stride, dtype), on ``device``."""
+    memory (address, size, stride, dtype), on ``device``. A float counts by its bits:
+    ``-0.0`` is not ``0.0`` to a kernel, and a NaN finds its own key (``nan != nan``)."""
     key: list[Any] = [device]
     for value in inputs:
         if isinstance(value, torch.Tensor):
             key.append((value.data_ptr(), value.shape, value.stride(), value.dtype))
+        elif type(value) is float:
+            key.append((float, _FLOAT_BITS.pack(value)))
         else:
             key.append(value)
     return tuple(key)
+
+
+_FLOAT_BITS = struct.Struct("<d")
 
 
 class Action(enum.Enum):
@@ -139,9 +147,17 @@ class Entry:
 
 
 class GraphMemory:
-    """Every captured entry, least recently used first, and what they hold."""
+    """Every captured entry, least recently used first, and what they hold.
+
+    A replay's results are the captured graph's own memory, read until the call that
+    replayed it returns, and the entries are shared by every graph: so calls of graphs
+    with stretches run one at a time in a process, each holding :attr:`lock` from its
+    first plan to its return (threads wait for it; a graph called inside another's
+    call, in the same thread, goes on).
+    """
 
     def __init__(self) -> None:
+        self.lock = threading.RLock()
         self.entries: OrderedDict[int, Entry] = OrderedDict()
         self.total_bytes = 0
         #: Counts top-level calls; entries used in the current one are never evicted.

@@ -69,19 +69,21 @@ def compile_with_cuda_graphs(
     capturable: Capturable = CUDA,
 ) -> Callable[..., Any]:
     """``generate(lowered)`` with the stretches captured. Each call of the result is
-    one call for :class:`~.graphs.GraphMemory`: nothing it replays is evicted
-    before it returns. Its ``source`` ends with the stretches' bodies, its
-    ``stretches`` are their :class:`~.graphs.CapturedStretch` nodes."""
+    one call for :class:`~.graphs.GraphMemory`, under its lock: nothing it replays is
+    evicted or replayed by another thread before it returns. Its ``source`` ends with
+    the stretches' bodies, its ``stretches`` are their :class:`~.graphs.CapturedStretch`
+    nodes."""
     module = capture_stretches(lowered, generate, capturable)
     function = generate(module)
     captured = module.meta.get(STRETCHES)
     if not captured:
         return function
-    begin_call = MEMORY.begin_call
+    begin_call, lock = MEMORY.begin_call, MEMORY.lock
 
     def run(*args: Any) -> Any:
-        begin_call()
-        return function(*args)
+        with lock:
+            begin_call()
+            return function(*args)
 
     bodies = [f"# {stretch.__name__}, a CUDA graph:\n{stretch.body.source}" for stretch in captured]
     run.source = "\n".join([function.source, *bodies])

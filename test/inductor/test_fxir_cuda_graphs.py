@@ -23,6 +23,7 @@ import contextlib
 import logging
 import logging.handlers
 import operator
+import threading
 
 import pytest
 import torch
@@ -472,6 +473,15 @@ def test_a_key_is_the_scalars_and_the_memory_of_the_tensors():
     assert key != stretch_key((x, 3), 1)
 
 
+def test_a_float_is_keyed_by_its_bits():
+    """``-0.0 == 0.0``, yet a kernel that divides by it tells them apart; a NaN never
+    equals itself, yet a stretch called with NaN again must find its capture."""
+    assert stretch_key((-0.0,), 0) != stretch_key((0.0,), 0)
+    assert stretch_key((float("nan"),), 0) == stretch_key((float("nan"),), 0)
+    assert stretch_key((1.5,), 0) == stretch_key((1.5,), 0)
+    assert stretch_key((1.5,), 0) != stretch_key((1.5000000001,), 0)
+
+
 def cpu_stretch(memory):
     return CapturedStretch("doubling", lambda x: (x * 2,), [True], 2, "cpu", memory)
 
@@ -667,6 +677,38 @@ def test_program_with_cuda_graphs_equals_eager(program):
         # third call replays on the calls with that key after it.
         assert stretch.failures == 0, stretch
         assert stretch.captures == 0 or stretch.replays > 0, stretch
+
+
+@needs_gpu
+def test_two_threads_calling_programs_with_stretches_each_get_their_own_results():
+    """A replay's results are the captured graph's memory until the call returns:
+    calls from two threads at once take turns, and each gets its own input's result."""
+    program = BY_NAME["P5"]
+    inputs = program.inputs(DEVICE, 1 << 12)
+    torch._dynamo.reset()
+    since = graphs.next_serial()
+    with ifx.fx_backend(DEVICE, cuda_graphs=True), limits(capture_after=1000):
+        compiled = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=True)
+        for args in inputs:
+            run(program, compiled, args)  # compiled for both inputs' sizes, nothing captured
+    errors = []
+
+    def call_many(args):
+        want = run(program, program.fn, args)
+        try:
+            for _ in range(50):
+                assert same(run(program, compiled, args), want, rtol=1e-4, atol=1e-5)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=call_many, args=(args,)) for args in inputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    # The threads captured (each its input's key) and replayed.
+    assert sum(stretch.replays for stretch in graphs.stats(since)) > 0
 
 
 @needs_gpu
