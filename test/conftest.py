@@ -37,6 +37,20 @@ if _worker is not None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"inductor-{_worker}-")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "corpus"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_process_state():
+    """Fail a test that leaves process-wide state changed (``process_state.py``): in
+    a user's process, that state would change what every later compile does."""
+    import process_state
+
+    before = process_state.snapshot()
+    yield
+    changed = process_state.changes(before, process_state.snapshot())
+    if changed:
+        pytest.fail("the test left process-wide state changed:\n" + "\n".join(changed))
 
 
 @pytest.fixture(autouse=True)
@@ -96,8 +110,22 @@ def _keep_log_capture_off_the_trace():
             TRACE_LOG.removeHandler(handler)
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--full",
+        action="store_true",
+        default=False,
+        help="run the full tier: also the tests marked 'full' (CI and the GPU runs do)",
+    )
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "caches_on: the test needs Inductor's caches on")
+    # Two tiers. The default (``python -m pytest -n 2``) keeps at least one
+    # end-to-end test of every behaviour, from every test file; ``--full`` adds the
+    # tests marked ``full``: the rest of the corpus's programs and modes, the other
+    # model cases, and most tests that start fresh processes.
+    config.addinivalue_line("markers", "full: in the full tier only (--full)")
     # CI runs the suite on the oldest and the newest release (``.ci/run``); to stay
     # within its time, a few costly tests whose subject differs little between
     # releases run on one of them there. Everywhere else (``nox``, a user's run)
@@ -209,3 +237,14 @@ def pytest_pyfunc_call(pyfuncitem):
         f"on:\n{output[-6000:]}"
     )
     return True
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without ``--full``, deselect the tests marked ``full``."""
+    if config.getoption("--full"):
+        return
+    kept = [item for item in items if item.get_closest_marker("full") is None]
+    if len(kept) < len(items):
+        kept_ids = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+        items[:] = kept

@@ -31,6 +31,7 @@ def report_of(out, part):
     return out / f"{datetime.date.today().isoformat()}-cpu-{part}.md"
 
 
+@pytest.mark.full
 def test_gpu_entry_point_runs_a_test_part_and_writes_its_report(tmp_path):
     done = run_gpu_entry_point("--quick", "--parts", "tests", "--budget-s", "90", "--out", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -46,6 +47,7 @@ def test_gpu_entry_point_runs_a_test_part_and_writes_its_report(tmp_path):
     assert " PASSED" in (tmp_path / "logs" / "tests.log").read_text()
 
 
+@pytest.mark.full
 def test_a_part_past_its_share_is_stopped_and_its_report_keeps_what_ran(tmp_path):
     # One compile of a corpus program takes longer than the 5 s this part gets.
     started = time.monotonic()
@@ -63,7 +65,7 @@ def test_a_part_past_its_share_is_stopped_and_its_report_keeps_what_ran(tmp_path
 def test_unknown_part_is_refused_naming_the_parts(tmp_path):
     done = run_gpu_entry_point("--parts", "tests,warmstart", "--out", tmp_path)
     assert done.returncode == 2
-    assert "unknown parts warmstart; the parts are tests, trust, cuda-graphs," in done.stderr
+    assert "unknown parts warmstart; the parts are suite, tests, trust, cuda-graphs," in done.stderr
     assert not list(tmp_path.iterdir())
 
 
@@ -129,6 +131,7 @@ def test_parts_spread_over_gpus_by_weight_each_lane_in_the_given_order():
     assert lanes_for(parts, 1) == [parts]
 
 
+@pytest.mark.full
 def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_path):
     # Each program's sampling stops at --seconds; the run's budget still covers the next.
     # aot-eager (eager's kernels behind Dynamo and AOTAutograd) gives the floor's table.

@@ -168,11 +168,13 @@ def test_compiles_then_fails():
 
 
 @needs_interpreter
+@pytest.mark.full
 @pytest.mark.ci_newest  # a fresh process: in CI on the newest release
 def test_a_failing_test_reports_no_structured_trace_lines(tmp_path):
     """pytest captures logs of non-propagating loggers; torch's structured trace is one,
     always at DEBUG. The suite's conftest keeps the capture off it."""
-    shutil.copy(REPO / "test" / "conftest.py", tmp_path / "conftest.py")
+    for helper in ("conftest.py", "process_state.py"):
+        shutil.copy(REPO / "test" / helper, tmp_path / helper)
     (tmp_path / "test_fails.py").write_text(FAILING_TEST)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TRACE", "PYTEST_"))}
     result = subprocess.run(

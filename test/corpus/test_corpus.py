@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import tiers
 import torch
 from programs import CORPUS, expect_inductor_limit, fresh_copy, one_line, run
 from torch._dynamo.utils import counters
@@ -163,7 +164,7 @@ def python_wrapper(program, inputs, dynamic):
     [pytest.param(False, marks=pytest.mark.ci_oldest, id="static"), True],
     ids=["static", "dynamic"],
 )
-@pytest.mark.parametrize("program", CORPUS, ids=[p.name for p in CORPUS])
+@pytest.mark.parametrize("program", tiers.programs(CORPUS))
 def test_fx_backend_matches_eager_and_the_python_wrapper(program, dynamic):
     inputs = program.inputs(DEVICE)
     expected = results(program, program.fn, inputs)
@@ -222,7 +223,7 @@ def inductor_aot_error(module, example_inputs):
 
 
 @pytest.mark.ci_newest  # in CI on the newest release (the static mode runs on the oldest)
-@pytest.mark.parametrize("program", [p for p in CORPUS if not p.backward], ids=lambda p: p.name)
+@pytest.mark.parametrize("program", tiers.programs(p for p in CORPUS if not p.backward))
 def test_aot_path(program):
     inputs = program.inputs(DEVICE)
     first = inputs[0]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import tiers
 import torch
 from programs import CORPUS, CorpusProgram, expect_inductor_limit, fresh_copy, one_line, run
 from torch._inductor import compile_fx, config, scheduler
@@ -190,7 +191,18 @@ def python_wrapper_results(mode: Mode, name: str, program: Any, inputs: list) ->
         return e
 
 
-@pytest.mark.parametrize("mode, name", pairs(), ids=[f"{m.name}-{n}" for m, n in pairs()])
+def tiered_pairs() -> list[Any]:
+    """Each mode's first program in the default tier, the others in the full tier."""
+    seen: set[str] = set()
+    params = []
+    for mode, name in pairs():
+        marks = pytest.mark.full if mode.name in seen else ()
+        seen.add(mode.name)
+        params.append(pytest.param(mode, name, id=f"{mode.name}-{name}", marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("mode, name", tiered_pairs())
 def test_mode_matches_eager_and_the_python_wrapper(mode, name):
     program, eager = program_for(mode, name)
     inputs = program.inputs(DEVICE)
@@ -276,7 +288,10 @@ PARTITIONED = [
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="on a GPU, reduce-overhead runs every program")
-@pytest.mark.parametrize("program", PARTITIONED, ids=[p.name for p in PARTITIONED])
+@pytest.mark.parametrize(
+    "program",
+    tiers.tiered(PARTITIONED, lambda p: p.name in ("plain", "nonzero_1d"), lambda p: p.name),
+)
 def test_reduce_overhead_with_graph_partitions_matches_eager(program, partitioned_as_on_a_gpu):
     inputs = program.inputs(DEVICE)
     expected = [run(program, program.fn, args) for args in inputs]

@@ -288,6 +288,7 @@ def fail_on_one_rank(rank, world_size, init_method, out_dir):
     dist.destroy_process_group()
 
 
+@pytest.mark.full
 def test_check_failing_on_one_rank_ends_the_other_ranks_wait(tmp_path, cpu_mode_env):
     failing, waiting = reversed(run_ranks(fail_on_one_rank, tmp_path))
     assert failing["error"] is not None and f"u0 <= {CAP}" in failing["error"], failing

@@ -13,6 +13,7 @@ import logging
 import operator
 
 import expected_graphs
+import pytest
 import torch
 from torch._functorch import config as functorch_config
 from torch._inductor import config
@@ -23,6 +24,7 @@ from torch._inductor.utils import run_and_get_code
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
+    subtest,
 )
 
 import inductor_fx_unbacked as ifx
@@ -672,7 +674,10 @@ class OverlayProvenanceTest(FxirTestCase):
         )
         self.assertIsNot(FxConverter._generate_triton_call, fx_triton._generate_triton_call)
 
-    @parametrize("cpp_wrapper", [False, True])
+    @parametrize(
+        "cpp_wrapper",
+        [False, subtest(True, name="cpp_wrapper_True", decorators=[pytest.mark.full])],
+    )
     def test_divide_by_key_text_checks_divisibility(self, cpp_wrapper):
         """Upstream's definition, plus a divisibility check (the documented addition).
 

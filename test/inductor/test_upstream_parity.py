@@ -18,7 +18,11 @@ from programs import split_by_sign
 from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
 from torch._inductor import config
 from torch._inductor.utils import run_and_get_code
-from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+    subtest,
+)
 
 import inductor_fx_unbacked as ifx
 
@@ -92,6 +96,10 @@ def normalized(code):
     )
 
 
+#: The C++ wrapper's text of most programs in the full tier: each compiles C++.
+CPP_WRAPPER_IN_THE_FULL_TIER = subtest(True, name="cpp_wrapper_True", decorators=[pytest.mark.full])
+
+
 @instantiate_parametrized_tests
 class WrapperTextParityTest(FxirTestCase):
     """The Python and C++ wrappers write upstream's text with the overlay enabled."""
@@ -114,7 +122,7 @@ class WrapperTextParityTest(FxirTestCase):
         args = (torch.tensor([3, 1, 3, 2], device=self.device),)
         self.assert_same_text(unique_program, args)
 
-    @parametrize("cpp_wrapper", [False, True])
+    @parametrize("cpp_wrapper", [False, CPP_WRAPPER_IN_THE_FULL_TIER])
     def test_nested_outputs(self, cpp_wrapper):
         args = (self.signed(12, 5),)
         try:
@@ -132,7 +140,7 @@ class WrapperTextParityTest(FxirTestCase):
         code = self.assert_same_text(nested_outputs_program, args, cpp_wrapper=cpp_wrapper)
         self.assertRegex(code, r"u\d+ = ")
 
-    @parametrize("cpp_wrapper", [False, True])
+    @parametrize("cpp_wrapper", [False, CPP_WRAPPER_IN_THE_FULL_TIER])
     def test_scalar_asserts(self, cpp_wrapper):
         code = self.assert_same_text(
             checked_arange, (torch.tensor(3, device=self.device),), cpp_wrapper=cpp_wrapper

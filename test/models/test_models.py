@@ -24,8 +24,27 @@ if _missing:
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("case", models.CASES, ids=[case.name for case in models.CASES])
+#: One case of each library in the default tier; the rest in the full tier.
+DEFAULT_TIER = {
+    ("mixtral_moe_block", True),
+    ("box_filtering", False),
+    ("pyg_subgraph", True),
+}
+
+
+@pytest.mark.parametrize(
+    "case, dynamic",
+    [
+        pytest.param(
+            case,
+            dynamic,
+            id=f"{case.name}-{'dynamic' if dynamic else 'static'}",
+            marks=() if (case.name, dynamic) in DEFAULT_TIER else pytest.mark.full,
+        )
+        for case in models.CASES
+        for dynamic in (False, True)
+    ],
+)
 def test_fx_backend_matches_eager(case, dynamic):
     if DEVICE == "cpu" and case.cpu_limit:
         pytest.skip(f"{case.name} needs a GPU on CPU-only machines ({case.cpu_limit})")

@@ -1,0 +1,160 @@
+"""The process-wide state that one compile can leave for the next, as plain values.
+
+Users compile many programs in one process, so nothing a test does through the
+package may change what a later compile does: ``conftest.py`` takes a
+:func:`snapshot` before and after every test and fails the test that changed
+one (:func:`changes`). What is compared: the package's own process-wide state
+(``fx_backend``'s held layers, the overlay, the recording blocks of this
+thread, the CUDA-graph limits), upstream's that the package uses (each device's
+wrapper codegen registration and custom backend passes, Triton's active
+driver), every config a compile reads (Inductor's, Dynamo's, AOTAutograd's,
+``torch.compiler``'s) and the environment variables torch and Triton read, with
+Dynamo's stance and callback, the tracing and dispatch contexts, grad mode,
+deterministic algorithms, the default dtype and the CUDA device and stream.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+
+
+def snapshot() -> dict[str, Any]:
+    """The state, by name; values compare with ``==`` (objects by identity)."""
+    from torch._inductor.codegen import common
+
+    from inductor_fx_unbacked.integration import overlay, recording, sharing
+    from inductor_fx_unbacked.runner import graphs
+
+    # The registration every compile makes first, once per process.
+    common.init_backend_registration()
+    state: dict[str, Any] = {
+        "fx_backend layers": {
+            device: [str(layer.options) for layer in layers]
+            for device, layers in sharing._layers.items()
+        },
+        "overlay enabled": overlay.is_enabled(),
+        "recording blocks in this thread": len(recording._thread_sinks()),
+        "CUDA-graph limits": repr(graphs.LIMITS),
+        "device codegens": _by_identity(common.device_codegens),
+        "custom backend passes": _by_identity(common.custom_backend_passes),
+        "custom backend codegen configs": _by_identity(common.custom_backend_codegen_configs),
+        "grad mode": torch.is_grad_enabled(),
+        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+        "default dtype": torch.get_default_dtype(),
+        "dynamo stance": repr(getattr(torch._dynamo.eval_frame, "_stance", None)),
+        "dynamo eval-frame callback": repr(torch._C._dynamo.eval_frame.get_eval_frame_callback()),
+        "tracing context": repr(torch._guards.TracingContext.try_get()),
+        "compile context": repr(torch._guards.CompileContext.try_get()),
+        "dispatch modes": len(torch.utils._python_dispatch._get_current_dispatch_mode_stack()),
+        "torch function modes": torch._C._len_torch_function_stack(),
+        "float32 matmul precision": torch.get_float32_matmul_precision(),
+        "Inductor's virtualized handlers set": sorted(_set_virtualized()),
+        "TF32 matmuls": torch.backends.cuda.matmul.allow_tf32,
+        "cuDNN flags": (
+            torch.backends.cudnn.allow_tf32,
+            torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic,
+        ),
+        "environment": {
+            name: value
+            for name, value in os.environ.items()
+            if name.startswith(("TORCH", "TRITON", "PYTORCH", "CUDA", "INDUCTOR"))
+        },
+    }
+    if torch.cuda.is_initialized():
+        state["CUDA device"] = torch.cuda.current_device()
+        state["CUDA stream"] = torch.cuda.current_stream().cuda_stream
+        state["CUDA stream capturing"] = torch.cuda.is_current_stream_capturing()
+    for name, module in _configs().items():
+        state.update({f"{name}.{key}": value for key, value in _config_values(module).items()})
+    if "triton" in sys.modules:
+        from triton.runtime import driver
+
+        state["Triton's active driver"] = _active_driver(driver)
+    return state
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two snapshots, one line each."""
+    lines = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key, "<absent>"), after.get(key, "<absent>")
+        if not _same(old, new):
+            lines.append(f"{key}: {_short(old)} -> {_short(new)}")
+    return lines
+
+
+def _set_virtualized() -> list[str]:
+    """Inductor's virtualized handlers (``V.graph``, ``V.ops``, ...) that hold something
+    other than their default in this thread, by name and type: set during a compile."""
+    from torch._inductor import virtualized
+
+    found = []
+    for name, value in vars(virtualized).items():
+        if not isinstance(value, virtualized.Virtualized):
+            continue
+        held = getattr(virtualized.threadlocal, value._key, None)
+        if held is None or isinstance(held, virtualized.NullHandler):
+            continue
+        default = value._default
+        if default is not virtualized.NullHandler and type(held) is type(default()):
+            continue
+        found.append(f"{name}: {type(held).__name__}")
+    return found
+
+
+def _configs() -> dict[str, Any]:
+    import torch._functorch.config
+    import torch._inductor.config
+    import torch.compiler.config
+
+    return {
+        "torch._inductor.config": torch._inductor.config,
+        "torch._dynamo.config": torch._dynamo.config,
+        "torch._functorch.config": torch._functorch.config,
+        "torch.compiler.config": torch.compiler.config,
+    }
+
+
+def _config_values(module: Any) -> dict[str, Any]:
+    values = module.get_config_copy()
+    return {key: _comparable(value) for key, value in values.items() if not key.startswith("_")}
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str, type(None), tuple, frozenset)):
+        return value
+    if isinstance(value, set):
+        return frozenset(map(repr, value))
+    if isinstance(value, (list, dict)):
+        return repr(value) if len(repr(value)) < 2000 else ("<object>", id(value))
+    return ("<object>", id(value))
+
+
+def _by_identity(table: dict[str, Any]) -> dict[str, Any]:
+    return {key: id(value) for key, value in table.items()}
+
+
+def _active_driver(driver: Any) -> str:
+    """Which driver Triton launches with, read without choosing one (``driver.active``
+    would): the default (none chosen yet, or reset to it) or another, by type."""
+    active = getattr(driver, "_active", None)
+    if active is None or active is getattr(driver, "_default", None):
+        return "default"
+    return type(active).__name__
+
+
+def _same(old: Any, new: Any) -> bool:
+    try:
+        return bool(old == new)
+    except Exception:  # noqa: BLE001 - values that cannot compare are compared by identity
+        return old is new
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 200 else text[:197] + "..."
