@@ -205,6 +205,12 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
         ],
         "lowered": len(lowered),
         "new_triton_cache_entries": len(_entries(triton_cache) - triton_entries),
+        # What they hold (a kernel's binary, or a launcher's), for a failure's message.
+        "new_triton_cache_files": sorted(
+            f"{entry}/{name}"
+            for entry in _entries(triton_cache) - triton_entries
+            for name in os.listdir(os.path.join(triton_cache, entry))
+        ),
         "counters": {
             name: dict(counters[name]) for name in ("inductor", "aot_autograd") if counters[name]
         },
