@@ -1,6 +1,7 @@
 """The GPU runs in one command: the package's tests on the GPU and the benchmarks.
 
     python -m benchmarks.gpu --parts tests,caches,data-dependent --budget-s 520 --out DIR
+    python -m benchmarks.gpu --parts suite --install-wheels .whl --out DIR   # the whole suite
     python -m benchmarks.gpu --list
     python -m benchmarks.gpu --device cpu --quick --parts tests --out /tmp/smoke
 
@@ -10,7 +11,10 @@ the parts that fit; time a part leaves unused goes to those after it) and writes
 its report to ``DIR/YYYY-MM-DD-<gpu>-<part>.md`` as it goes, its output to
 ``DIR/logs/``: a part stopped at its time limit, or a run killed, keeps what it
 measured. Test parts run pytest with Inductor's caches on, as users run
-them. With several GPUs the parts run side by side, one GPU each (``--lanes``);
+them; ``suite`` runs the whole suite (``--full``) on 8 pytest-xdist workers in an
+order shuffled by ``--seed`` (pytest-randomly), and its report ends with
+``gpu_suite_passed``, ``gpu_suite_failed``, ``gpu_suite_errors`` and the seed.
+With several GPUs the parts run side by side, one GPU each (``--lanes``);
 a part that needs two GPUs runs first, on all of them. ``--quick`` runs each
 part's smoke version (on CPU: Triton's interpreter). ``--install-wheels DIR``
 first pip-installs the wheels in DIR (no index, no dependencies), for a machine
@@ -24,6 +28,7 @@ import argparse
 import dataclasses
 import importlib.util
 import os
+import random
 import signal
 import sys
 import threading
@@ -74,6 +79,11 @@ class Part:
     gpus: int = 1
     #: Why it cannot run here, or ``None``.
     missing: Callable[[], str | None] = lambda: None
+    #: A test part whose order is shuffled (pytest-randomly, the session's seed), and
+    #: whose report ends with ``<summary>_passed``, ``_failed``, ``_errors``, ``_seed``.
+    summary: str | None = None
+    #: pytest-xdist workers of a test part (``--pytest-workers`` overrides it).
+    workers: int | None = None
 
     def command(self, share: Share) -> list[str]:
         assert self.module is not None and self.arguments is not None
@@ -155,6 +165,16 @@ def _ep_moe(share: Share) -> list[str]:
 PARTS = {
     part.name: part
     for part in [
+        Part(
+            "suite",
+            "The whole test suite (its full tier), as users run it, in a shuffled order",
+            weight=9,
+            pytest_args=("test", "--full"),
+            quick_pytest_args=("test/test_compat.py", "-k", "resolves"),
+            summary="gpu_suite",
+            workers=8,
+            missing=_missing_modules("pytest_randomly", "xdist", "expecttest"),
+        ),
         Part(
             "tests",
             "The package's end-to-end tests",
@@ -275,6 +295,7 @@ class Session:
         self.quick: bool = args.quick
         self.steady_only: bool = args.steady_only
         self.pytest_workers: int | None = args.pytest_workers
+        self.seed: int = args.seed
         self.out = Path(args.out)
         self.deadline = time.monotonic() + args.budget_s - MARGIN_S
         self.stopping = threading.Event()
@@ -313,11 +334,21 @@ class Session:
                 f"Running since {time.strftime('%H:%M:%S')}; if this line stays, the run was "
                 f"stopped before it ended (its output so far: `{share.log}`)."
             )
-            arguments = part.quick_pytest_args if self.quick else part.pytest_args
+            arguments = list(part.quick_pytest_args if self.quick else part.pytest_args)
+            # Shuffled with the session's seed where the part asks; else in file order.
+            shuffle = ["-p", "randomly", f"--randomly-seed={self.seed}"]
+            arguments += shuffle if part.summary else ["-p", "no:randomly"]
             result = harness.run_pytest(
-                arguments, timeout=seconds, env=env, log=share.log, workers=self.pytest_workers
+                arguments,
+                timeout=seconds,
+                env=env,
+                log=share.log,
+                workers=self.pytest_workers or part.workers,
             )
-            body.replace(harness.pytest_lines(result))
+            lines = harness.pytest_lines(result)
+            if part.summary:
+                lines += ["", *self._summary_lines(part.summary, result)]
+            body.replace(lines)
         else:
             result = harness.run_child(
                 part.command(share), fresh_caches=True, timeout=seconds, env=env, log=share.log
@@ -325,6 +356,19 @@ class Session:
             self._close_benchmark_report(part, share, result)
         ok = result.returncode == 0 and not result.timed_out and not self.stopping.is_set()
         return Outcome(part, report, result.status, ok)
+
+    def _summary_lines(self, prefix: str, result: harness.ChildResult) -> list[str]:
+        counts = harness.pytest_counts(result.output)
+        complete = result.returncode in (0, 1) and not result.timed_out
+        return [
+            f"{prefix}_passed: {counts.get('passed', 0)}",
+            f"{prefix}_failed: {counts.get('failed', 0)}",
+            f"{prefix}_errors: {counts.get('errors', 0)}",
+            f"{prefix}_skipped: {counts.get('skipped', 0)}",
+            f"{prefix}_xfailed: {counts.get('xfailed', 0)}",
+            f"{prefix}_seed: {self.seed}",
+            f"{prefix}_complete: {str(complete).lower()}",
+        ]
 
     def _why_not(self, part: Part, seconds: float) -> str | None:
         if self.stopping.is_set():
@@ -421,6 +465,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--install-wheels", default=None, metavar="DIR", help="pip-install DIR/*.whl first"
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the shuffled test order's seed (pytest-randomly; default: a random one)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(describe(p) for p in PARTS.values()))
@@ -436,6 +486,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--budget-s must be more than {MARGIN_S + MIN_SHARE_S:.0f}")
     if args.lanes is not None and args.lanes < 1:
         parser.error("--lanes must be at least 1")
+    if args.seed is None:
+        args.seed = random.randrange(1 << 31)
     if args.device is None:
         import torch
 

@@ -299,6 +299,22 @@ def pytest_summary(output: str) -> str:
     return f"{so_far or 'no test finished'} (so far)"
 
 
+def pytest_counts(output: str) -> dict[str, int]:
+    """The count of each outcome (``passed``, ``failed``, ``errors``, ``skipped``,
+    ``xfailed``, ``xpassed``, ``deselected``) in pytest's closing line; for a run stopped
+    before it closed, of the outcomes printed so far (``-v``, with or without xdist)."""
+    closing = re.findall(r"^=+ (.*?\d+ (?:passed|failed|error).*?) in [\d.]+s", output, re.M)
+    if closing:
+        found = re.findall(r"(\d+) (\w+)", closing[-1])
+        counts = {word: int(n) for n, word in found}
+        counts["errors"] = counts.pop("error", 0) + counts.get("errors", 0)
+        return counts
+    words = {"PASSED": "passed", "FAILED": "failed", "ERROR": "errors", "SKIPPED": "skipped"}
+    words.update(XFAIL="xfailed", XPASS="xpassed")
+    printed = re.findall(rf"(?:::\S+ |\] )({'|'.join(_OUTCOMES)})\b", output)
+    return {word: printed.count(outcome) for outcome, word in words.items()}
+
+
 def pytest_lines(result: ChildResult) -> list[str]:
     """A test run as report lines: its counts and status, its failures, errors and
     skips, and the end of its output."""

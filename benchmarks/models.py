@@ -496,6 +496,7 @@ def compile_and_check(
     from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
     torch._dynamo.reset()
+    counted_before = _compile_counters()
     if backend == "fx":
         context: Any = contextlib.ExitStack()
         context.enter_context(ifx.fx_backend(device))
@@ -524,10 +525,47 @@ def compile_and_check(
     if backend == "fx":
         outcome.unbacked_definitions = fx_unbacked_definitions(graphs)
         if status == "pass" and not graphs:
-            outcome.status, outcome.detail = "no FX graph", "the compile produced no FX graph"
+            outcome.status = "no FX graph"
+            outcome.detail = f"the compile produced no FX graph; {_why_no_graph(counted_before)}"
     else:
         outcome.unbacked_definitions = python_definitions
     return outcome
+
+
+def _compile_counters() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    return {
+        f"{group}.{name}": count
+        for group in ("stats", "inductor", "aot_autograd")
+        for name, count in counters[group].items()
+    }
+
+
+def _why_no_graph(counted_before: dict[str, int]) -> str:
+    """What Dynamo and Inductor did, and what was registered, when a compile inside
+    ``fx_backend`` handed out no FX graph (a diagnosis for the report)."""
+    from torch._inductor.codegen import common
+
+    from inductor_fx_unbacked.integration import overlay, sharing
+
+    counted = {
+        name: count - counted_before.get(name, 0)
+        for name, count in _compile_counters().items()
+        if count != counted_before.get(name, 0)
+    }
+    registered = {
+        device: getattr(codegens.wrapper_codegen, "__qualname__", codegens.wrapper_codegen)
+        for device, codegens in common.device_codegens.items()
+        if device in ("cpu", "cuda")
+    }
+    layers = {
+        device: [str(layer.options) for layer in held] for device, held in sharing._layers.items()
+    }
+    return (
+        f"counters {counted}; wrapper codegens after the compile {registered}; "
+        f"fx_backend layers {layers}; overlay enabled {overlay.is_enabled()}"
+    )
 
 
 def classify(error: BaseException, unsupported: type) -> tuple[str, str]:
