@@ -85,10 +85,10 @@ def tests(session: nox.Session, torch: str) -> None:
         "import torch, triton, numpy; print('torch', torch.__version__, "
         "'triton', triton.__version__, 'numpy', numpy.__version__)",
     )
-    # The README's command, as users run it (Inductor's caches on; each test gets
-    # fresh cache dirs). Arguments after -- replace "-n 2". In CI (IFX_CI=1, set by
-    # .ci/run), the tests marked ci_oldest or ci_newest run on that release only.
-    pytest_args = session.posargs or ["-n", "2"]
+    # The README's full-tier command, as users run it (Inductor's caches on; each test
+    # gets fresh cache dirs). Arguments after -- replace "-n 2 --full". In CI (IFX_CI=1,
+    # set by .ci/run), the tests marked ci_oldest or ci_newest run on that release only.
+    pytest_args = session.posargs or ["-n", "2", "--full"]
     if not session.posargs and os.environ.get("IFX_CI") == "1":
         pytest_args += ["-m", f"not {'ci_newest' if torch == OLDEST else 'ci_oldest'}"]
     session.run("python", "-m", "pytest", *pytest_args)

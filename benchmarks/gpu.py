@@ -501,6 +501,8 @@ def describe(part: Part) -> str:
 
 def install_wheels(folder: str) -> None:
     """pip-install every wheel in ``folder`` into this environment, offline."""
+    import importlib
+
     wheels = sorted(str(path) for path in Path(folder).glob("*.whl"))
     if not wheels:
         raise SystemExit(f"--install-wheels {folder}: no wheel there")
@@ -508,6 +510,7 @@ def install_wheels(folder: str) -> None:
     done = harness.run_child(command, fresh_caches=False, timeout=300)
     if done.returncode:
         raise SystemExit(f"installing {', '.join(wheels)} failed:\n{done.output}")
+    importlib.invalidate_caches()  # the parts' checks look for the modules installed now
 
 
 def main(argv: Sequence[str] | None = None) -> int:
