@@ -1,6 +1,8 @@
 """Installing and removing the overlay, and the fx_backend context."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -221,3 +223,56 @@ def test_a_gpu_named_otherwise_gets_cuda_suggested(device, suggestion):
     # The supported devices, not every device type torch knows.
     assert "it supports 'cuda' and 'cpu'" in message
     assert "mkldnn" not in message
+
+
+@pytest.mark.parametrize("device", ["tpu", "TPU:0", "xla", "hpu"])
+def test_another_accelerator_is_refused_without_a_misleading_suggestion(device):
+    """A TPU is no misspelt CPU: the error names what the backend targets instead."""
+    with pytest.raises(ValueError) as e:
+        with ifx.fx_backend(device):
+            pass
+    message = str(e.value)
+    assert f"not {device!r}" in message and "CUDA GPUs" in message
+    assert "did you mean" not in message
+
+
+@pytest.mark.parametrize("device", ["cpu:1", torch.device("cpu", 2)])
+def test_an_indexed_cpu_is_refused(device):
+    with pytest.raises(ValueError, match="use 'cpu'"):
+        with ifx.fx_backend(device):
+            pass
+    assert not ifx.is_enabled()
+
+
+@pytest.mark.full
+def test_the_cpu_mode_makes_triton_warn_of_nothing(tmp_path):
+    """Triton 3.9 warns once per process that TRITON_DEFAULT_FP_FUSION is unset when a
+    backend's options are parsed without FP fusion stated; Inductor's cache keys parse
+    them for the CPU mode's stand-in target, where nothing is compiled. A fresh process
+    (the warning is once per process) compiles and re-serves a program in the CPU mode."""
+    from inductor_fx_unbacked import _compat
+
+    if not (_compat.TRITON_WARNS_UNSET_FP_FUSION and _compat.INDUCTOR_KEYS_EXTERN_LIBS):
+        pytest.skip("this Triton and torch never warn of it")
+    if torch.cuda.is_available():
+        pytest.skip("the CPU mode's own test")
+    script = (
+        "import torch, inductor_fx_unbacked as ifx\n"
+        "torch._dynamo.config.capture_dynamic_output_shape_ops = True\n"
+        "for _ in range(2):\n"
+        "    torch._dynamo.reset()\n"
+        "    x = torch.randn(8)\n"
+        "    out = ifx.capture_fx_graphs(lambda x: x[x > 0] * 2, x, fullgraph=True).outputs\n"
+        "    assert torch.equal(out, x[x > 0] * 2)\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(TRITON_INTERPRET="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    env.pop("TRITON_DEFAULT_FP_FUSION", None)
+    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "ok"
+    assert "TRITON_DEFAULT_FP_FUSION" not in done.stderr, done.stderr[-3000:]

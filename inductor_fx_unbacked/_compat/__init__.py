@@ -20,6 +20,7 @@ from torch._inductor.codegen.wrapper_fxir import FxConverter
 from torch._inductor.runtime import runtime_utils
 from torch._inductor.sizevars import SizeVarAllocator
 from torch._library import triton as triton_library
+from torch.utils import _triton as _torch_triton
 
 
 def ensure_kernel_loaded(tuner: Any) -> None:
@@ -314,3 +315,21 @@ def _user_kernel_options_need_a_device_backend() -> bool:
 
 
 USER_KERNEL_OPTIONS_NEED_A_DEVICE_BACKEND = _user_kernel_options_need_a_device_backend()
+
+
+# Inductor's FX graph cache keys the extern libraries of the Triton backend's options
+# (torch 2.15; ``torch.utils._triton._extern_libs_key``), and Triton 3.9 warns when
+# those options are parsed without FP fusion stated (``knobs.language.default_fp_fusion``
+# reads TRITON_DEFAULT_FP_FUSION; Triton 3.6 to 3.8 have no such warning).
+INDUCTOR_KEYS_EXTERN_LIBS = hasattr(_torch_triton, "_extern_libs_key")
+
+
+def _triton_warns_unset_fp_fusion() -> bool:
+    try:
+        from triton import _utils as triton_utils
+    except ImportError:
+        return False
+    return hasattr(triton_utils, "FP_FUSION_DEFAULT_WARNING")
+
+
+TRITON_WARNS_UNSET_FP_FUSION = _triton_warns_unset_fp_fusion()

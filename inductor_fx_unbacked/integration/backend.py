@@ -273,16 +273,29 @@ def register_fx_wrapper(
 def device_type(device: str | torch.device) -> str:
     """The device type ``fx_backend`` registers for, checked: a supported type, and
     for CUDA, one that this machine has."""
+    supported = " and ".join(map(repr, SUPPORTED_DEVICES))
+    name = device.split(":")[0].strip().lower() if isinstance(device, str) else None
+    if name in _OTHER_ACCELERATORS:
+        raise ValueError(
+            f"fx_backend supports {supported}, not {device!r}: Inductor's FX wrapper backend "
+            "compiles Triton kernels for CUDA GPUs (and, in the CPU mode, runs them in "
+            "Triton's interpreter)"
+        )
     try:
-        kind = torch.device(device).type
+        parsed = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(
-            f"fx_backend got {device!r}, which is not a device: it supports "
-            f"{' and '.join(map(repr, SUPPORTED_DEVICES))} (a device type, or a device such "
-            f"as 'cuda:1'){_did_you_mean(device)}"
+            f"fx_backend got {device!r}, which is not a device: it supports {supported} "
+            f"(a device type, or a device such as 'cuda:1'){_did_you_mean(device)}"
         ) from None
+    kind = parsed.type
     if kind not in SUPPORTED_DEVICES:
         raise ValueError(f"fx_backend supports devices {SUPPORTED_DEVICES}, not {device!r}")
+    if kind == "cpu" and parsed.index not in (None, 0):
+        raise ValueError(
+            f"fx_backend got {device!r}: the CPU mode runs Triton's interpreter on the host, "
+            "which has no CPU devices to choose from; use 'cpu'"
+        )
     if kind == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
             f"fx_backend({device!r}): this machine has no CUDA device (torch "
@@ -294,6 +307,8 @@ def device_type(device: str | torch.device) -> str:
 
 #: Names people use for a GPU, which torch calls "cuda" (on AMD GPUs too).
 _GPU_NAMES = ("gpu", "nvidia", "amd", "rocm", "triton")
+#: Other accelerators: never a misspelling of "cpu" or "cuda".
+_OTHER_ACCELERATORS = ("tpu", "xla", "xpu", "hpu", "ipu", "npu", "mps", "mtia", "privateuseone")
 
 
 def _did_you_mean(device: Any) -> str:

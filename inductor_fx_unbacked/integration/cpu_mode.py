@@ -123,7 +123,47 @@ def _make_driver() -> Any:
         def get_current_stream(self, device: int | None = None) -> int:
             return 0
 
-    return InterpreterDriver()
+    driver = InterpreterDriver()
+    driver.runs_the_cpu_mode = True
+    return driver
+
+
+def interpreter_is_active() -> bool:
+    """Whether Triton's active driver is the CPU mode's (:func:`interpreter_driver`)."""
+    return getattr(_compat.active_triton_driver(), "runs_the_cpu_mode", False)
+
+
+def stating_fp_fusion(extern_libs_key: F) -> F:
+    """Wrap ``torch.utils._triton._extern_libs_key``, which Inductor's FX graph cache
+    calls on every store and hit: in the CPU mode it asks the backend of the stand-in
+    target for its options with FP fusion stated as Triton's own default.
+
+    Asked without it, Triton 3.9 warns that ``TRITON_DEFAULT_FP_FUSION`` is unset on
+    every CPU-mode run, though nothing is compiled with those options (the
+    interpreter runs the kernels; the key reads only the extern libraries). Elsewhere,
+    and for every kernel compiled for a GPU, Triton's warning stays.
+    """
+
+    @functools.wraps(extern_libs_key)
+    def _extern_libs_key(backend: Any) -> str:
+        if not interpreter_is_active():
+            return extern_libs_key(backend)
+        return extern_libs_key(_StatedFpFusion(backend))
+
+    return _extern_libs_key  # type: ignore[return-value]
+
+
+class _StatedFpFusion:
+    """A Triton backend whose options are parsed with FP fusion at Triton's default."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def parse_options(self, options: dict[str, Any]) -> Any:
+        from triton import knobs
+
+        default = knobs.language.default_fp_fusion
+        return self.backend.parse_options({"enable_fp_fusion": default, **options})
 
 
 def run_once_benchmark(

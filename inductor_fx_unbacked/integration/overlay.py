@@ -296,6 +296,11 @@ def interpreter_patches() -> list[Patch]:
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))
+    # Inductor's cache keys ask the stand-in target's backend for its options.
+    if _compat.INDUCTOR_KEYS_EXTERN_LIBS and _compat.TRITON_WARNS_UNSET_FP_FUSION:
+        from torch.utils import _triton as torch_triton
+
+        table.append(wrap(torch_triton, cpu_mode.stating_fp_fusion, "_extern_libs_key"))
     return table
 
 
