@@ -16,6 +16,7 @@ import sympy
 import torch
 from torch._inductor import config, ir
 from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
+from torch._inductor.virtualized import V
 
 from . import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
 from .wrapper import AlignmentAssertLine, NanCheckLine, ScalarAssertLine, SizeStrideAssertLine
@@ -121,7 +122,9 @@ def checking_graph_inputs(generate_shapes: F) -> F:
 
     The Python wrapper checks the size and stride of each tensor input
     (``size_asserts``) and, with ``nan_asserts``, that it holds no NaN or Inf; it
-    writes these into its prologue, which FX conversion never sees.
+    writes these into its prologue, which FX conversion never sees. The alignment
+    of a GPU input that the kernels assume aligned is checked too: Inductor's
+    compiled graph realigns such an input before it calls the wrapper.
     """
 
     @functools.wraps(generate_shapes)
@@ -134,6 +137,10 @@ def checking_graph_inputs(generate_shapes: F) -> F:
 
 
 def _generate_graph_input_asserts(self: FxConverter) -> None:
+    # The GPU inputs that the kernels assume aligned (their examples were): Inductor's
+    # compiled graph copies such an input where it is not, before the graph runs; a
+    # graph called directly says so instead of reading it misaligned.
+    aligned = set(getattr(V.graph, "inputs_to_check", None) or ())
     for index, ir_node in enumerate(self.graph_inputs.values()):
         if not isinstance(ir_node, ir.TensorBox):
             continue
@@ -155,6 +162,12 @@ def _generate_graph_input_asserts(self: FxConverter) -> None:
                     self._generate_sym_nodes(stride),
                     f"graph input {index} ({placeholder.name})",
                 ),
+            )
+        if index in aligned:
+            _add_assert(
+                self,
+                ops.assert_alignment.default,
+                (placeholder, GPU_ALIGN_BYTES, f"graph input {index} ({placeholder.name})"),
             )
         if config.nan_asserts and _is_floating_tensor(placeholder):
             _assert_all_finite(self, placeholder)

@@ -13,6 +13,7 @@ functions are methods of ``FxConverter`` once the overlay is enabled (see
 from __future__ import annotations
 
 import functools
+import operator
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from torch.utils import _pytree as pytree
 
 from .. import _compat
 from .._compat import UPSTREAM_CONVERTS_COMPOUND_GRAPH_INPUTS
+from . import views
 from .fx_checks import F, _assert_all_finite, _is_floating_tensor
 from .fx_symbols import _getitem
 
@@ -173,6 +175,39 @@ def converting_constant_buffers(generate_buffer: F) -> F:
 
 
 # Outputs of multi-output kernels.
+
+
+def writing_views_relative_to_their_base(create_as_strided: F) -> F:
+    """Wrap ``FxConverter._create_as_strided``, which writes each view Inductor makes
+    (``ReinterpretView``, a buffer's reuse) as ``torch.as_strided(base, size, stride,
+    offset)``, with Inductor's offset, counted from the base's first element, where
+    ``as_strided`` reads one counted from the storage's start.
+
+    A view of a buffer the graph allocates keeps upstream's node: that base starts its
+    storage. A view of any other base (a graph input, an extern kernel's output)
+    starts at the base's storage offset plus Inductor's, as the Python wrapper's
+    ``reinterpret_tensor`` does: the graph then reads the right elements of an input
+    that starts inside its storage (``views.py``).
+    """
+
+    @functools.wraps(create_as_strided)
+    def _create_as_strided(
+        self: FxConverter, input_node: torch.fx.Node, size: Any, stride: Any, offset: Any
+    ) -> torch.fx.Node:
+        view = create_as_strided(self, input_node, size, stride, offset)
+        if views.starts_its_storage(input_node):
+            return view
+        base, view_size, view_stride, relative = view.args
+        graph = self.gm.graph
+        with graph.inserting_before(view):
+            start = graph.call_function(torch.ops.aten.sym_storage_offset.default, (input_node,))
+            if relative != 0:
+                start = graph.call_function(operator.add, (start, relative))
+        view.args = (base, view_size, view_stride, start)
+        _compat.node_metadata_hook(view, fake_mode=V.fake_mode)
+        return view
+
+    return _create_as_strided  # type: ignore[return-value]
 
 
 def _generate_multi_output(self: FxConverter, line: MultiOutputLine) -> None:

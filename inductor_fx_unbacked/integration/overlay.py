@@ -118,6 +118,8 @@ def patches() -> list[Patch]:
         # keyword arguments.
         wrap(FxConverter, fx.converting_extern_kernel_args, "_generate_extern_kernel_common"),
         wrap(FxConverter, fx.materializing_symbolic_args, "_generate_fallback_call"),
+        # Views of bases that may start inside their storage, relative to the base.
+        wrap(FxConverter, fx.writing_views_relative_to_their_base, "_create_as_strided"),
         # Outputs nested in lists.
         replace(FxConverter, fx._generate_multi_output),
         # Graph inputs: upstream's, without a placeholder name twice.

@@ -14,11 +14,11 @@ separate reads would give: nothing wrote the tensor in between.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import torch
 from torch.fx import Node
 
+from ..codegen import views
 from .checks import Check
 
 aten = torch.ops.aten
@@ -41,10 +41,9 @@ class ItemRun:
         return max(self.offsets) - self.low + 1
 
 
-def item_runs(graph: torch.fx.Graph, views: tuple[Any, ...], pure: set[Any]) -> list[ItemRun]:
+def item_runs(graph: torch.fx.Graph) -> list[ItemRun]:
     """The runs of two or more ``item`` reads of 0-d views of one tensor in ``graph``
-    that may share one copy. ``views`` are the targets that make views
-    ``(base, size, stride, offset)``; ``pure`` are targets without side effects."""
+    that may share one copy; their offsets count from the tensor's first element."""
     runs: list[ItemRun] = []
     open_runs: dict[Node, ItemRun] = {}
     for node in graph.nodes:
@@ -55,14 +54,14 @@ def item_runs(graph: torch.fx.Graph, views: tuple[Any, ...], pure: set[Any]) -> 
         if node.target is aten.item.default:
             # A read: of a 0-d view, it joins the run of its base.
             view = node.args[0]
-            found = _scalar_view(view, views) if isinstance(view, Node) else None
+            found = _scalar_view(view) if isinstance(view, Node) else None
             if found is not None:
                 base, offset = found
                 run = open_runs.setdefault(base, ItemRun(base))
                 run.items.append(node)
                 run.offsets.append(offset)
             continue
-        if node.target in views or _reads_only(node, pure):
+        if _reads_only(node):
             continue
         # Anything else may write memory: the runs so far end here.
         runs.extend(open_runs.values())
@@ -71,20 +70,16 @@ def item_runs(graph: torch.fx.Graph, views: tuple[Any, ...], pure: set[Any]) -> 
     return [run for run in runs if len(run.items) > 1]
 
 
-def _scalar_view(node: Node, views: tuple[Any, ...]) -> tuple[Node, int] | None:
-    """(base, storage offset) where ``node`` is a 0-d view of a tensor at a constant offset."""
-    if node.op != "call_function" or node.target not in views or node.kwargs:
+def _scalar_view(node: Node) -> tuple[Node, int] | None:
+    """(base, offset from its first element) where ``node`` is a 0-d view of a tensor
+    at a constant offset."""
+    view = views.view_of(node)
+    if view is None or tuple(view.size) or tuple(view.stride) or type(view.offset) is not int:
         return None
-    if len(node.args) != 4:
-        return None
-    base, size, stride, offset = node.args
-    if not isinstance(base, Node) or tuple(size) or tuple(stride) or type(offset) is not int:
-        return None
-    return base, offset
+    return view.base, view.offset
 
 
-def _reads_only(node: Node, pure: set[Any]) -> bool:
-    """Checks, dependency tokens and ``pure`` targets (the tensor metadata
-    operators among them, ``lowering._PURE_TARGETS``) write no memory."""
-    target = node.target
-    return isinstance(target, Check) or target is aten._make_dep_token.default or target in pure
+def _reads_only(node: Node) -> bool:
+    """Pure nodes (``views.is_pure``: the tensor metadata operators, views, scalar
+    arithmetic) and checks write no memory."""
+    return isinstance(node.target, Check) or views.is_pure(node)

@@ -17,7 +17,9 @@ of those nodes calls what it stands for directly:
 - ``cond``, ``switch`` and ``while_loop`` are Python control flow over the
   lowered branches;
 - checks call the functions they stand for, and only when they fail go through
-  the operator, so that the exception and its message are the graph's own.
+  the operator, so that the exception and its message are the graph's own;
+- a view whose start the graph gives relative to its base is the Python wrapper's
+  ``reinterpret_tensor`` (``views.py``).
 
 Grid arithmetic that only a precompiled launcher would have read (it computes
 its grid itself, from the same expression) is dropped. The lowered module is
@@ -34,6 +36,7 @@ import torch
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 
 from .. import _compat
+from ..codegen import views
 from ..codegen.fx_cpp import kernel_function
 from .checks import checks_by_operator
 from .tuning import Launch, launcher_arg_names
@@ -41,21 +44,6 @@ from .tuning import Launch, launcher_arg_names
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 higher_order = torch.ops.higher_order
-
-#: Targets without side effects, whose nodes can go when nothing uses them.
-_PURE_TARGETS = {
-    aten.sym_size.int,
-    aten.sym_stride.int,
-    aten.sym_storage_offset.default,
-    aten.sym_numel.default,
-    torch.sym_ite,
-    torch.sym_min,
-    torch.sym_max,
-    torch.sym_float,
-    torch.sym_int,
-    torch.sym_not,
-    torch.sym_sum,
-}
 
 
 class Kernels(Protocol):
@@ -124,6 +112,8 @@ def lower(gm: torch.fx.GraphModule, kernels: Kernels | None = None) -> torch.fx.
         elif _is_cpp_kernel(node.target):
             key, buffers, sizes = node.args
             _replace(node, kernel_function(key), (*buffers, *sizes))
+        elif node.target is torch.as_strided:
+            _lower_view(node)
     _eliminate_dead_code(graph)
     graph.lint()
     # ``gm`` as the root: FX copies over exactly the attributes that the remaining
@@ -150,23 +140,23 @@ def _lowered_subgraph(
 
 
 def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
-    """Drop unused get_attr nodes and pure arithmetic; never a check or a launch."""
+    """Drop the nodes that nothing reads and that have no side effect
+    (``views.is_pure``); never a check or a launch."""
     for node in reversed(list(graph.nodes)):
-        if node.users:
-            continue
-        pure = node.op == "get_attr" or (
-            node.op == "call_function"
-            and (
-                node.target in _PURE_TARGETS
-                or getattr(node.target, "__module__", None)
-                in (
-                    "_operator",
-                    "operator",
-                )
-            )
-        )
-        if pure:
+        if not node.users and views.is_pure(node):
             graph.erase_node(node)
+
+
+def _lower_view(node: torch.fx.Node) -> None:
+    """A view whose start the graph gives relative to its base (``views.view_of``) as
+    ``reinterpret_tensor``, the Python wrapper's view without argument parsing: the
+    same tensor as the graph's ``torch.as_strided``. Any other stays as it is."""
+    view = views.view_of(node)
+    if view is None or view.offset is None or views.REINTERPRET_TENSOR is None:
+        return
+    # Sizes and strides as the tuples its argument parser asks for.
+    arguments = (view.base, tuple(view.size), tuple(view.stride), view.offset)
+    _replace(node, views.REINTERPRET_TENSOR, arguments)
 
 
 # Triton kernels.

@@ -36,7 +36,7 @@ from torch.fx import Node
 
 from .. import _compat
 from ..artifact.facts import value_kind
-from . import lowering
+from ..codegen import views
 from .checks import INPUT_SIZE_STRIDE, SCALAR, Check
 from .tuning import Launch
 
@@ -81,7 +81,6 @@ _EXTERN = {
 }
 #: Index dtypes of ``aten.index.Tensor`` that make it a mask, which syncs.
 _MASK_DTYPES = (torch.bool, torch.uint8)
-VIEWS = (torch.as_strided, _compat.reinterpret_tensor())
 _LAUNCH = "launch"
 _METADATA = (
     aten.sym_size.int,
@@ -205,7 +204,7 @@ class _Segmenter:
             return Role.DEVICE, _LAUNCH
         if target is torch.empty_strided:
             return self.allocation(node)
-        if returns_view(node):
+        if views.returns_view(node):
             return self.view(node)
         if target is operator.getitem:
             if node.args[0] in self.inside:
@@ -259,7 +258,7 @@ class _Segmenter:
             on_device = False
         elif target is torch.empty_strided:
             on_device = torch.device(node.kwargs.get("device", "cpu")).type == self.device_type
-        elif target in VIEWS or target is operator.getitem:
+        elif views.makes_view(node) or target is operator.getitem:
             on_device = node.args[0] in self.on_device
         else:
             on_device = (
@@ -304,9 +303,10 @@ def _dtype(node: Any) -> torch.dtype | None:
             return value.dtype if isinstance(value, torch.Tensor) else None
         if node.target is torch.empty_strided:
             return node.kwargs.get("dtype")
-        if node.target not in VIEWS:
+        view = views.view_of(node)
+        if view is None:
             return None
-        node = node.args[0]
+        node = view.base
     return None
 
 
@@ -320,39 +320,6 @@ def is_stream(node: Node) -> bool:
 
 
 def is_host_value(node: Node) -> bool:
-    """Whether ``node`` computes on the host only: symbolic arithmetic, sizes,
-    dependency tokens, the stream."""
-    target = node.target
-    if target in lowering._PURE_TARGETS or target is aten._make_dep_token.default:
-        return True
-    if is_stream(node):
-        return True
-    operator_module = getattr(target, "__module__", None) in ("_operator", "operator", "math")
-    return operator_module and not _tensors(node)
-
-
-def returns_view(node: Node) -> bool:
-    """Whether ``node`` makes a view of its first argument (a new tensor, same memory)."""
-    if node.target in VIEWS:
-        return True
-    alias = returned_alias(node)
-    return alias is not None and not alias[0]
-
-
-def returned_alias(node: Node) -> tuple[bool, Any] | None:
-    """For an operator whose result is memory of an argument: (whether it is the
-    argument itself, written in place or out=, the argument); else None."""
-    op = node.target
-    if not isinstance(op, torch._ops.OpOverload):
-        return None
-    schema = _compat.op_schema(op)
-    if len(schema.returns) != 1 or schema.returns[0].alias_info is None:
-        return None
-    aliased = schema.returns[0].alias_info
-    for position, argument in enumerate(schema.arguments):
-        info = argument.alias_info
-        if info is not None and info.before_set & aliased.before_set:
-            if not argument.kwarg_only and position < len(node.args):
-                return aliased.is_write, node.args[position]
-            return aliased.is_write, node.kwargs.get(argument.name)
-    return None
+    """Whether ``node`` computes on the host only (``views.is_host_value``), or is the
+    stream that launches read."""
+    return views.is_host_value(node, lambda n: bool(_tensors(n))) or is_stream(node)

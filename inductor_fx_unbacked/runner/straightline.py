@@ -17,8 +17,9 @@ branch) the way Inductor's Python wrapper writes ``call``:
   symbolic expressions) is not run again: if the first passed, so does the
   repeat; if it failed, it raised first. Tokens are not materialised when only
   checks read them;
-- ``item`` is ``Tensor.item``, views and allocations use the Python wrapper's own
-  fast entry points (``_reinterpret_tensor``, ``_empty_strided_<device>``);
+- ``item`` is ``Tensor.item``; views that lowering made ``reinterpret_tensor`` and
+  allocations use the Python wrapper's own fast entry points (``_reinterpret_tensor``,
+  ``_empty_strided_<device>``);
 - kernel launches go through the kernel's autotuner on their first call (which
   tunes a kernel of several configs, see ``tuning.Launch``), then call the
   launcher it settled on directly, rebound as a global;
@@ -41,20 +42,19 @@ from torch.fx.graph import magic_methods
 from .. import _compat
 from ..artifact.facts import ValueKind, value_kind
 from ..artifact.kernels import owned_kernels
+from ..codegen import views
 from . import lowering
 from .checks import SCALAR, Check
 from .items import item_runs
-from .segments import VIEWS
 from .stretches import compile_with_cuda_graphs
 from .tuning import Launch
 
 aten = torch.ops.aten
 
-_reinterpret_tensor = _compat.reinterpret_tensor()
 _EMPTY_STRIDED = {device: _compat.fast_empty_strided(device) for device in ("cpu", "cuda")}
 
 #: Pure targets whose equal calls may be merged (symbolic arithmetic only).
-_MERGEABLE = lowering._PURE_TARGETS | {
+_MERGEABLE = views.HOST_TARGETS | {
     getattr(operator, name) for name in magic_methods if hasattr(operator, name)
 }
 #: Operators on a tensor that are its methods (same values, no dispatch).
@@ -196,8 +196,7 @@ class _FunctionWriter:
         return function
 
     def find_item_runs(self) -> None:
-        views = tuple(view for view in VIEWS if view is not None)
-        for number, run in enumerate(item_runs(self.graph, views, _MERGEABLE)):
+        for number, run in enumerate(item_runs(self.graph)):
             name = f"ifx_scalars_{number}"
             assert name not in self.node_names, name
             for node, offset in zip(run.items, run.offsets):
@@ -212,7 +211,7 @@ class _FunctionWriter:
         """A scalar of a run: the first of the run copies the run to the host."""
         name, run, offset = self.run_items[node]
         if name not in self.defined:
-            view = self.global_(_reinterpret_tensor or torch.as_strided, "view")
+            view = self.global_(views.REINTERPRET_TENSOR or torch.as_strided, "view")
             base = self.names[run.base]
             self.emit(f"{name} = {view}({base}, ({run.length},), (1,), {run.low}).tolist()")
             self.defined.add(name)
@@ -306,16 +305,11 @@ class _FunctionWriter:
         if target is torch.sym_sum and not kwargs and value_kind(node) is ValueKind.INT:
             (terms,) = args
             return "(" + " + ".join(["0", *(self.arg(t) for t in terms)]) + ")"
-        if (
-            target is torch.as_strided
-            and _reinterpret_tensor is not None
-            and not kwargs
-            and len(args) in (3, 4)
-        ):
+        if target is views.REINTERPRET_TENSOR and target is not None and not kwargs:
+            # Sizes and strides as the tuples its argument parser asks for.
             rest = [self.arg(args[1], as_tuple=True), self.arg(args[2], as_tuple=True)]
             rest += [self.arg(a) for a in args[3:]]
-            view = self.global_(_reinterpret_tensor, "view")
-            return f"{view}({self.arg(args[0])}, {', '.join(rest)})"
+            return f"{self.global_(target, 'view')}({self.arg(args[0])}, {', '.join(rest)})"
         if target is torch.empty_strided:
             fast = self.fast_empty_strided(args, kwargs)
             if fast is not None:

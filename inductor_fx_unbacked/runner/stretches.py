@@ -26,20 +26,18 @@ import torch
 from torch.fx import Node
 
 from ..artifact.facts import VALUE_KIND, value_kind
+from ..codegen import views
 from . import lowering
 from .checks import Check
 from .graphs import LIMITS, MEMORY, CapturedStretch
 from .segments import (
     CUDA,
-    VIEWS,
     Capturable,
     Stretch,
     find_stretches,
     is_host_value,
     is_stream,
     is_token,
-    returned_alias,
-    returns_view,
 )
 from .tuning import Launch
 
@@ -201,8 +199,8 @@ class _Outside:
             node = needed.pop()
             if node in roots or node in self.views or node in self.same_as:
                 continue
-            alias = returned_alias(node)
-            if returns_view(node):
+            alias = views.returned_alias(node)
+            if views.returns_view(node):
                 self.views.add(node)
                 base = node.args[0]
             elif alias is not None:
@@ -280,7 +278,7 @@ def _may_return_its_arguments(node: Node) -> bool:
     if isinstance(target, (Check, Launch, lowering._InterpretedLaunch)):
         return False
     if isinstance(target, torch._ops.OpOverload):
-        return returned_alias(node) is not None
-    if target in VIEWS or target is operator.getitem:
+        return views.returned_alias(node) is not None
+    if views.makes_view(node) or target is operator.getitem:
         return True
     return not is_host_value(node) and target is not torch.empty_strided

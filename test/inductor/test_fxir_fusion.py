@@ -170,21 +170,20 @@ class ItemRunsTest(FxirTestCase):
     def test_a_run_ends_where_memory_may_be_written(self):
         graph = torch.fx.Graph()
         base = graph.placeholder("base")
-        first = graph.call_function(
-            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 0)),)
-        )
-        second = graph.call_function(
-            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 1)),)
-        )
+        start = graph.call_function(aten.sym_storage_offset.default, (base,))
+
+        def item_at(offset):
+            # A 0-d view of an input, as the converter writes it: from the input's start.
+            at = graph.call_function(operator.add, (start, offset)) if offset else start
+            return graph.call_function(
+                aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), at)),)
+            )
+
+        first, second = item_at(0), item_at(1)
         written = graph.call_function(torch.Tensor.add_, (base, 1))
-        third = graph.call_function(
-            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 2)),)
-        )
-        fourth = graph.call_function(
-            aten.item.default, (graph.call_function(torch.as_strided, (base, (), (), 3)),)
-        )
+        third, fourth = item_at(2), item_at(3)
         graph.output((graph.call_function(operator.add, (first, second)), written, third, fourth))
-        runs = item_runs(graph, (torch.as_strided,), {operator.add})
+        runs = item_runs(graph)
         self.assertEqual(
             [(run.items, run.offsets) for run in runs],
             [([first, second], [0, 1]), ([third, fourth], [2, 3])],

@@ -1,0 +1,234 @@
+# Owner(s): ["module: inductor"]
+"""One meaning for every node: the graph handed out and every runner compute what
+eager computes, on inputs of every layout.
+
+Each corpus and benchmark program is compiled once per layout (a graph is
+specialised to its example inputs' strides), on inputs that start inside their
+storage (``base[3:]``: an offset that is no multiple of 16 bytes, too), that are
+strided (every other element, from the second), or that are expanded (a row
+repeated by a zero stride). Every call of every graph is then run again, on
+copies of its arguments in the same layout, by ``gm.forward``, by the ``"graph"``
+runner, by a freshly lowered runner (and on a GPU with CUDA graphs), and each
+result must equal the compiled program's, which must equal eager's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import tiers
+import torch
+from programs import CORPUS, CorpusProgram, fresh_copy, one_line, run
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked import runner
+from inductor_fx_unbacked.demo.programs import PROGRAMS, same
+from inductor_fx_unbacked.runner import graphs as cuda_graphs
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def in_storage(t: torch.Tensor, offset: int, step: int = 1) -> torch.Tensor:
+    """``t``'s values in a tensor that starts ``offset`` elements into its storage, at
+    every ``step``-th element of it (strided where ``step`` > 1)."""
+    strides = [step * stride for stride in torch.empty(t.shape).stride()]
+    storage = torch.zeros(offset + step * max(t.numel(), 1), dtype=t.dtype, device=t.device)
+    return storage.as_strided(t.shape, strides, offset).copy_(t)
+
+
+def expanded(t: torch.Tensor) -> torch.Tensor:
+    """A floating tensor's first row repeated by a zero stride: expanded memory."""
+    if not t.is_floating_point() or t.dim() == 0 or t.shape[0] < 2:
+        return t
+    return t[:1].expand_as(t)
+
+
+LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "offset": lambda t: in_storage(t, offset=3),
+    "strided": lambda t: in_storage(t, offset=1, step=2),
+    "expanded": expanded,
+}
+
+
+def relayout(layout: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(LAYOUTS[layout](a) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def same_layout_copy(t: Any) -> Any:
+    """A copy of a tensor with its sizes, strides and storage offset."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0)
+    start = t.storage_offset()
+    storage = torch.empty(start + span, dtype=t.dtype, device=t.device)
+    if t.numel():
+        # The memory it covers, element for element (an expanded tensor's, once).
+        storage[start:].copy_(t.as_strided((span,), (1,), start))
+    return storage.as_strided(t.shape, t.stride(), start)
+
+
+@dataclasses.dataclass
+class Call:
+    """One call of a compiled graph: copies of its arguments, and what it returned."""
+
+    gm: torch.fx.GraphModule
+    args: list[Any]
+    result: Any
+
+
+@contextlib.contextmanager
+def recording_calls():
+    """Every call of the callables that ``runner.compile_graph`` builds inside."""
+    calls: list[Call] = []
+    compile_graph = runner.compile_graph
+
+    def recording(gm, runner_name, **options):
+        run_graph = compile_graph(gm, runner_name, **options)
+
+        @functools.wraps(run_graph)
+        def run_and_record(*args):
+            copies = [same_layout_copy(a) for a in args]
+            result = run_graph(*args)
+            calls.append(Call(gm, copies, torch.utils._pytree.tree_map(same_layout_copy, result)))
+            return result
+
+        return run_and_record
+
+    runner.compile_graph = recording
+    try:
+        yield calls
+    finally:
+        runner.compile_graph = compile_graph
+
+
+def benchmark_program(name: str) -> CorpusProgram:
+    program = next(p for p in PROGRAMS if p.name == name)
+    return CorpusProgram(name, program.fn, lambda d: program.inputs(d, 256))
+
+
+@torch.library.custom_op("ifx_test::first_positives", mutates_args=())
+def first_positives(x: torch.Tensor) -> torch.Tensor:
+    """An extern kernel whose output starts inside its storage."""
+    return x[x > 0].clone()[1:]
+
+
+@first_positives.register_fake
+def _(x):
+    return x.new_empty(torch.library.get_ctx().new_dynamic_size())
+
+
+def scalar_threshold(x, t):
+    return x[x > t] * 2
+
+
+def of_an_extern_view(x):
+    return first_positives(x).reshape(-1, 1) + 1
+
+
+EXTRA = [
+    # A 0-d input, in every layout its storage allows.
+    CorpusProgram(
+        "scalar_threshold",
+        scalar_threshold,
+        lambda d: [(torch.randn(12, device=d), torch.tensor(0.2, device=d)) for _ in range(2)],
+    ),
+    # A view of what an extern kernel returns.
+    CorpusProgram(
+        "of_an_extern_view",
+        of_an_extern_view,
+        lambda d: [(torch.randn(n, device=d),) for n in (9, 17)],
+    ),
+]
+PROGRAMS_UNDER_TEST = [
+    *CORPUS,
+    *(benchmark_program(name) for name in ("P1", "P2", "P3", "P5", "P6", "P7", "P8")),
+    *EXTRA,
+]
+DEFAULT_TIER = tiers.DEFAULT_TIER_PROGRAMS | {"P5", "P7", "of_an_extern_view"}
+
+
+def cases() -> list[Any]:
+    """The default tier's programs with offset inputs in the default tier; the rest in
+    the full tier."""
+    params = []
+    for program in PROGRAMS_UNDER_TEST:
+        for layout in LAYOUTS:
+            marks = []
+            if program.name not in DEFAULT_TIER or layout != "offset":
+                marks.append(pytest.mark.full)
+            # In CI, strided inputs on the oldest release and expanded ones on the newest.
+            if layout != "offset":
+                marks.append(
+                    pytest.mark.ci_oldest if layout == "strided" else pytest.mark.ci_newest
+                )
+            params.append(pytest.param(program, layout, id=f"{program.name}-{layout}", marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("program, layout", cases())
+def test_every_runner_computes_what_eager_computes(program, layout):
+    inputs = [relayout(layout, args) for args in program.inputs(DEVICE)]
+    try:
+        expected = [run(program, program.fn, args) for args in inputs]
+    except Exception as e:  # noqa: BLE001 - eager's refusal: nothing to compare with
+        pytest.skip(f"eager refuses this layout: {one_line(e)}")
+    torch._dynamo.reset()
+    try:
+        with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs, recording_calls() as calls:
+            compiled = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=True)
+            actual = [run(program, compiled, args) for args in inputs]
+    except Exception as fx_error:
+        limit, error = program.inductor_limit, f"{type(fx_error).__name__}: {fx_error}"
+        if limit is not None and re.search(limit.fx_error, error):
+            pytest.xfail(f"Inductor's declared limit ({limit.reason}): {one_line(fx_error)}")
+        raise
+    assert graphs, "nothing was compiled through the FX backend"
+    for args, got, want in zip(inputs, actual, expected):
+        assert same(got, want, **TOLERANCE), (layout, args, got, want)
+    assert calls, "no graph of the FX backend was called"
+    for call in calls:
+        runs = {
+            "forward": call.gm.forward,
+            "graph": runner.compile_graph(call.gm, "graph"),
+            "lowered": runner.compile_graph(call.gm, "lowered"),
+        }
+        if DEVICE == "cuda":
+            runs["cuda graphs"] = replayed(
+                runner.compile_graph(call.gm, "lowered", cuda_graphs=True)
+            )
+        for name, run_graph in runs.items():
+            got = run_graph(*[same_layout_copy(a) for a in call.args])
+            assert same(got, call.result, **TOLERANCE), (name, call.gm.code)
+
+
+def replayed(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` called until its stretches capture, then once more (a replay)."""
+
+    def call(*args: Any) -> Any:
+        with cuda_graphs.limits(capture_after=1, launches_per_replay=0):
+            for _ in range(2):
+                compiled(*[same_layout_copy(a) for a in args])
+            return compiled(*args)
+
+    return call
+
+
+def test_a_graph_refuses_an_input_of_another_layout():
+    """A graph is specialised to its example inputs' strides: called directly with an
+    input of other strides, it raises its input check's error."""
+    x = torch.randn(16, device=DEVICE)
+    captured = ifx.capture_fx_graphs(lambda x: x[x > 0] * 2, x, fullgraph=True)
+    gm = captured.graphs[-1]
+    strided = in_storage(x, offset=0, step=2)
+    with pytest.raises(Exception, match=r"graph input 0 \(\w+\): expected size"):
+        gm(strided)
+    # The same strides from another start in the storage are the same layout.
+    shifted = in_storage(x, offset=4)
+    assert same(gm(shifted), x[x > 0] * 2)
