@@ -36,6 +36,13 @@ _LAZY = {
     "InterpreterNotEnabledError": "integration.cpu_mode",
     "InterpreterUnsupportedError": "codegen.converters",
     "KernelGoneError": "artifact.kernels",
+    "compile": "integration.direct",
+    "CompiledArtifact": "integration.compiled",
+    "CompileError": "integration.compiled",
+    "InputError": "integration.compiled",
+    "save": "integration.saving",
+    "load": "integration.saving",
+    "LoadError": "integration.saving",
 }
 
 __all__ = [

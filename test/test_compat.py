@@ -51,6 +51,7 @@ def autotuner():
 
 INSTANCES = {
     "torch.fx:Graph": torch.fx.Graph,
+    "torch.nn:Module": torch.nn.Module,
     "torch._ops:OpOverload": lambda: torch.ops.aten.mm.out,
     "torch._inductor.runtime.triton_heuristics:CachingAutotuner": autotuner,
 }

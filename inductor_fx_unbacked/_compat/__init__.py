@@ -333,3 +333,8 @@ def _triton_warns_unset_fp_fusion() -> bool:
 
 
 TRITON_WARNS_UNSET_FP_FUSION = _triton_warns_unset_fp_fusion()
+
+
+def forward_hooks(module: torch.nn.Module) -> tuple[dict[int, Any], dict[int, Any]]:
+    """A module's forward hooks and forward pre-hooks (``nn.Module`` keeps them privately)."""
+    return module._forward_hooks, module._forward_pre_hooks

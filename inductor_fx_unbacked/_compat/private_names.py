@@ -49,8 +49,10 @@ _FX_CONVERTER = "torch._inductor.codegen.wrapper_fxir:FxConverter"
 _AUTOTUNER = "torch._inductor.runtime.triton_heuristics:CachingAutotuner"
 
 PRIVATE_NAMES: tuple[Private, ...] = (
-    # FX graphs.
+    # FX graphs, and the hooks of a module (a graph module's own).
     Private("torch.fx:Graph", "_root", on="instance"),
+    Private("torch.nn:Module", "_forward_hooks", on="instance"),
+    Private("torch.nn:Module", "_forward_pre_hooks", on="instance"),
     Private("torch.fx:Node", "_rename"),
     # Inductor's wrapper codegen: methods the overlay calls, overrides or wraps.
     Private("torch._inductor.codegen.wrapper:PythonWrapperCodegen", "_format_kernel_definition"),

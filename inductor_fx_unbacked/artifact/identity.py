@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bumped whenever the stored form of an FX artifact changes.
-ARTIFACT_FORMAT = 3
+ARTIFACT_FORMAT = 4
 
 #: The folders of the package whose code makes or runs artifacts. The demo's
 #: programs and the example layers (``demo/``) are fixtures, not the product:

@@ -263,25 +263,3 @@ def owned_kernels(gm: torch.fx.GraphModule) -> OwnedKernels | None:
 def _graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     """``gm`` and every GraphModule below it."""
     return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
-
-
-class PlaceKernelsHook:
-    """A forward pre-hook that puts the graph's kernels back before each call
-    (``gm(...)``), so that a graph runs its own kernels after a Dynamo reset."""
-
-    def __call__(self, module: torch.nn.Module, args: Any) -> None:
-        owned_kernels(module)  # type: ignore[arg-type]
-
-
-def hand_out(gm: torch.fx.GraphModule, owned: OwnedKernels | None = None) -> torch.fx.GraphModule:
-    """Make ``gm`` self-contained before anyone else sees it: it owns its kernels
-    (``owned``, for a restored graph; else what its nodes name), and calling it puts
-    them back into the side table where they are missing. Idempotent."""
-    if owned is not None:
-        gm.meta[OWNED_KERNELS] = owned
-    elif OWNED_KERNELS in gm.meta:
-        return gm
-    else:
-        own_kernels(gm)
-    gm.register_forward_pre_hook(PlaceKernelsHook())
-    return gm

@@ -25,7 +25,8 @@ from torch._inductor.virtualized import V
 
 from .. import _compat
 from .. import runner as runners
-from ..artifact.kernels import apply_releases, hand_out
+from ..artifact.kernels import apply_releases
+from ..artifact.store import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
 from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
@@ -89,7 +90,10 @@ class FxWrapperCodegen(WrapperFxCodegen):
         record_graphs([gm])
         compiled = ShownGraphModule(gm, self.compile_graph(gm))
         logs.show_graph(compiled.source, compiled.__file__)
-        if not V.graph.aot_mode:
+        if V.graph.aot_mode:
+            # The AOT module is the graph itself: its calls run through the runner.
+            hand_out(gm, runner=compiled.compiled_fn)
+        else:
             caches.store_artifact(gm, self.runner, compiled.source, cuda_graphs=self.captures())
         return compiled, None
 

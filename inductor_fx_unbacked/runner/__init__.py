@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..artifact import store
 from ..artifact.kernels import owned_kernels
 from .straightline import compile_lowered
 
@@ -40,3 +41,14 @@ def compile_graph(
         return gm.forward(*args)
 
     return run_graph
+
+
+def unpickle(data: bytes) -> torch.fx.GraphModule:
+    """A handed-out graph from its pickle: a pickle names this function, so that a new
+    process imports the runners before the graph is restored (``store.unpickle``)."""
+    return store.unpickle(data)
+
+
+# A handed-out graph that a runner serves (an AOT module) runs through the lowered
+# runner when called, restored from a pickle too.
+store.register_call_runner(lambda gm: compile_graph(gm, "lowered"), unpickle)

@@ -17,14 +17,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import tiers
 import torch
-from programs import CORPUS, CorpusProgram, fresh_copy, one_line, run
+from programs import CORPUS, CorpusProgram, fresh_copy, one_line, run, xfail_at_declared_limit
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import runner
@@ -185,9 +184,7 @@ def test_every_runner_computes_what_eager_computes(program, layout):
             compiled = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=True)
             actual = [run(program, compiled, args) for args in inputs]
     except Exception as fx_error:
-        limit, error = program.inductor_limit, f"{type(fx_error).__name__}: {fx_error}"
-        if limit is not None and re.search(limit.fx_error, error):
-            pytest.xfail(f"Inductor's declared limit ({limit.reason}): {one_line(fx_error)}")
+        xfail_at_declared_limit(program, "the FX path", fx_error)
         raise
     assert graphs, "nothing was compiled through the FX backend"
     for args, got, want in zip(inputs, actual, expected):

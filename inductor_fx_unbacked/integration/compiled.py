@@ -1,0 +1,221 @@
+"""The artifact of ``ifx.compile``: a compiled program called directly.
+
+A call flattens its arguments (the module's parameters and buffers, as they are
+now, then the inputs' leaves), checks them (count, device, dtype, rank,
+gradients, constants the trace fixed, and the trace's shape guards: the sizes
+and strides the graph assumes), reads the graph's inputs from them, realigns an
+input that the kernels assume aligned where it is not (as Inductor's compiled
+graph does), and calls the graph's lowered runner. Every check failing names
+the argument.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .. import runner as runners
+from ..artifact import store
+
+
+class CompileError(RuntimeError):
+    """``ifx.compile`` cannot make a direct-call artifact of this program; says why."""
+
+
+class InputError(ValueError):
+    """A call's arguments are not what the artifact was compiled for; names the argument."""
+
+
+class Signature:
+    """How a call's arguments become the graph's inputs, and what they must be: plain
+    data (it pickles with the artifact).
+
+    Expressions read the flat arguments ``F`` (the inputs' leaves, named ``names``)
+    and the module's state ``S`` (its parameters and buffers that the graph reads,
+    named ``state_names``, each read from the program ``G['fn']`` by an expression
+    of ``state``). ``inputs``: each graph input; ``tensors``: ``"F[i]"`` or ``"S[k]"``
+    -> (device, dtype, rank); ``constants``: flat index -> the value the trace fixed;
+    ``guards``: the trace's shape guards; ``in_spec``, ``out_spec``: the pytrees of
+    the arguments and the results.
+    """
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def name(self, value: str) -> str:
+        """The argument or state that ``F[i]`` or ``S[k]`` is."""
+        index = int(value[2:-1])
+        return self.names[index] if value[0] == "F" else f"module state {self.state_names[index]}"
+
+
+def function(arguments: str, body: str) -> Callable[..., Any]:
+    """``lambda <arguments>: (<body>)``, with the names that shape guards use."""
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+
+    return eval(f"lambda {arguments}: ({body})", dict(SYMPY_INTERP))  # noqa: S307 - ours
+
+
+class CompiledArtifact:
+    """What ``ifx.compile`` returns: called like the program, directly.
+
+    ``graph`` is its FX graph, ``graphs`` every graph (subgraphs first). It reads
+    its module's parameters and buffers when called. It pickles, saves
+    (``ifx.save``) and loads by value, with that state as it was then; a loaded
+    artifact reads the state it was saved with.
+    """
+
+    def __init__(
+        self,
+        signature: Signature,
+        graphs: list[torch.fx.GraphModule],
+        namespace: dict[str, Any] | None,
+        *,
+        cuda_graphs: bool = False,
+        state: list[torch.Tensor] | None = None,
+    ) -> None:
+        if not graphs:
+            raise CompileError("the program compiled to no FX graph (it computes nothing)")
+        self.signature = signature
+        self.graphs = list(graphs)
+        self.graph = self.graphs[-1]
+        self.cuda_graphs = cuda_graphs
+        #: What the state is read from (``G['fn']``: the program), or the state itself.
+        self._namespace = namespace
+        self._state = state
+        self._read_state = function("G", "".join(f"{e}, " for e in signature.state))
+        self._run = runners.compile_graph(self.graph, "lowered", cuda_graphs=cuda_graphs)
+        self._graph_inputs = function("F, S", "".join(f"{e}, " for e in signature.inputs))
+        self._guard = function("F, S", " and ".join(f"({g})" for g in signature.guards) or "1")
+        self._aligned = _aligned_inputs(self.graph)
+        self._flat = signature.in_spec == pytree.tree_flatten(tuple(signature.names))[1]
+
+    def __call__(self, *args: Any) -> Any:
+        signature = self.signature
+        if self._flat and len(args) == len(signature.names):
+            leaves: Sequence[Any] = args
+        else:
+            leaves, spec = pytree.tree_flatten(args)
+            if spec != signature.in_spec:
+                raise InputError(
+                    f"the arguments are {spec}; the artifact takes {signature.in_spec}"
+                )
+        state = self._state if self._state is not None else self._read_state(self._namespace)
+        self._check(leaves, state)
+        inputs = self._graph_inputs(leaves, state)
+        for position in self._aligned:
+            if inputs[position].data_ptr() % _ALIGNMENT:
+                realigned = _realigned(inputs[position])
+                inputs = (*inputs[:position], realigned, *inputs[position + 1 :])
+        outputs = self._run(*inputs)
+        if not isinstance(outputs, (tuple, list)):
+            outputs = (outputs,)
+        return pytree.tree_unflatten(list(outputs), signature.out_spec)
+
+    def _check(self, leaves: Sequence[Any], state: Sequence[Any]) -> None:
+        signature = self.signature
+        values = {"F": leaves, "S": state}
+        for where, (device, dtype, rank) in signature.tensors.items():
+            value = values[where[0]][int(where[2:-1])]
+            if (
+                not isinstance(value, torch.Tensor)
+                or value.dtype != dtype
+                or value.device != device
+                or value.dim() != rank
+                or (where[0] == "F" and value.requires_grad)
+            ):
+                raise InputError(self._mismatch(where, value, device, dtype, rank))
+        for index, constant in signature.constants.items():
+            if leaves[index] != constant:
+                raise InputError(
+                    f"{signature.names[index]} is {leaves[index]!r}; the artifact was compiled "
+                    f"for {constant!r} (compile it with dynamic=True, or again)"
+                )
+        if not self._guard(leaves, state):
+            raise InputError(self._failed_guard(leaves, state))
+
+    def _mismatch(self, where: str, value: Any, device: Any, dtype: Any, rank: int) -> str:
+        name = self.signature.name(where)
+        if not isinstance(value, torch.Tensor):
+            return f"{name} is a {type(value).__name__}; the artifact takes a tensor there"
+        if value.requires_grad and where[0] == "F":
+            return (
+                f"{name} requires grad; the artifact is for inference: compile training with "
+                "torch.compile inside ifx.fx_backend"
+            )
+        return (
+            f"{name}: expected a tensor on {device} of {dtype} with {rank} dimensions, got one "
+            f"on {value.device} of {value.dtype} with {value.dim()}"
+        )
+
+    def _failed_guard(self, leaves: Sequence[Any], state: Sequence[Any]) -> str:
+        values = {"F": leaves, "S": state}
+        for guard in self.signature.guards:
+            if function("F, S", guard)(leaves, state):
+                continue
+            found = dict.fromkeys(re.findall(r"[FS]\[\d+\]", guard))
+            tensors = [(w, values[w[0]][int(w[2:-1])]) for w in found]
+            shapes = ", ".join(
+                f"{self.signature.name(w)} has size {tuple(t.shape)} and stride {t.stride()}"
+                for w, t in tensors
+                if isinstance(t, torch.Tensor)
+            )
+            named = re.sub(r"[FS]\[\d+\]", lambda m: self.signature.name(m[0]), guard)
+            return (
+                f"the artifact was compiled for {named}, and {shapes}; compile it with "
+                "dynamic=True for other sizes"
+            )
+        return "the arguments fail the artifact's shape guards"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = self._state if self._state is not None else self._read_state(self._namespace)
+        payload = {
+            "signature": dict(self.signature.__dict__),
+            "graph": store.dumps(self.graph, "lowered", constants=True),
+            "state": [tensor.detach() for tensor in state],
+            "cuda_graphs": self.cuda_graphs,
+        }
+        return (restored, (payload,))
+
+    def __repr__(self) -> str:
+        kernels = sum(
+            1
+            for gm in self.graphs
+            for node in gm.graph.nodes
+            if node.target is torch.ops.higher_order.triton_kernel_wrapper_mutation
+        )
+        return f"CompiledArtifact({len(self.graphs)} FX graph(s), {kernels} Triton kernel calls)"
+
+
+_ALIGNMENT = 16
+
+
+def restored(payload: dict[str, Any]) -> CompiledArtifact:
+    loaded = store.loads(payload["graph"], with_values=True)
+    signature = Signature(**payload["signature"])
+    return CompiledArtifact(
+        signature, loaded.graphs, None, cuda_graphs=payload["cuda_graphs"], state=payload["state"]
+    )
+
+
+def _aligned_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """The graph inputs that the graph checks for alignment (its kernels assume it)."""
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    checked = {
+        node.args[0]
+        for node in gm.graph.find_nodes(
+            op="call_function", target=torch.ops.fx_unbacked.assert_alignment.default
+        )
+    }
+    return [i for i, node in enumerate(placeholders) if node in checked]
+
+
+def _realigned(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of ``tensor``, with its sizes and strides, that starts its storage."""
+    copy = torch.empty_strided(
+        tensor.shape, tensor.stride(), dtype=tensor.dtype, device=tensor.device
+    )
+    return copy.copy_(tensor)
