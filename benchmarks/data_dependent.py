@@ -278,7 +278,7 @@ def steady_state(
     the results so far after each program.
     """
     from inductor_fx_unbacked.demo.programs import same, synchronize
-    from inductor_fx_unbacked.runner import graphs as cuda_graphs
+    from inductor_fx_unbacked.runner import cuda_graphs
 
     setup()
     results: dict[str, dict[str, Any]] = {}

@@ -27,7 +27,7 @@ def snapshot() -> dict[str, Any]:
     from torch._inductor.codegen import common
 
     from inductor_fx_unbacked.integration import overlay, recording, sharing
-    from inductor_fx_unbacked.runner import graphs
+    from inductor_fx_unbacked.runner import cuda_graphs
 
     # The registration every compile makes first, once per process.
     common.init_backend_registration()
@@ -38,7 +38,7 @@ def snapshot() -> dict[str, Any]:
         },
         "overlay enabled": overlay.is_enabled(),
         "recording blocks in this thread": len(recording._thread_sinks()),
-        "CUDA-graph limits": repr(graphs.LIMITS),
+        "CUDA-graph limits": repr(cuda_graphs.LIMITS),
         "device codegens": _by_identity(common.device_codegens),
         "custom backend passes": _by_identity(common.custom_backend_passes),
         "custom backend codegen configs": _by_identity(common.custom_backend_codegen_configs),

@@ -30,7 +30,7 @@ from ..artifact.store import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
 from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
-from ..runner import graphs
+from ..runner import cuda_graphs
 from . import caches, graph_breaks, logs, overlay
 from .cpu_mode import interpreter_driver, require_interpreter
 from .recording import record_graphs
@@ -60,11 +60,11 @@ class FxWrapperCodegen(WrapperFxCodegen):
         return runners.compile_graph(gm, self.runner, cuda_graphs=self.captures())
 
     def captures(self) -> bool:
-        """Whether the graphs compiled now replay CUDA graphs (``runner/graphs.py``)."""
+        """Whether the graphs compiled now replay CUDA graphs (``runner/cuda_graphs.py``)."""
         # A subgraph's stretches are made by the graph that holds it, in its branches.
         if self.runner != "lowered" or self.is_subgraph:
             return False
-        return graphs.wanted(self.cuda_graphs)
+        return cuda_graphs.wanted(self.cuda_graphs)
 
     def _generate(self, is_inference: bool) -> tuple[FileBackedGraphModule, None]:
         self.run_wrapper_ir_passes(is_inference)
@@ -199,7 +199,7 @@ def fx_backend(
 
     ``cuda_graphs`` says whether the lowered runner captures the stretches of
     device work between host syncs as CUDA graphs and replays them
-    (``runner/graphs.py``); None (the default) does where the graph is compiled
+    (``runner/cuda_graphs.py``); None (the default) does where the graph is compiled
     under ``mode="reduce-overhead"``. Never in the CPU mode.
     """
     options = BackendOptions(device_type(device), runner, runtime_asserts, cuda_graphs)

@@ -42,7 +42,7 @@ from .._compat import CustomBackendPass
 from ..artifact import store
 from ..artifact.identity import artifact_identity
 from ..artifact.store import ArtifactNotStored
-from ..runner import graphs
+from ..runner import cuda_graphs
 from . import logs, overlay
 from .recording import record_graphs, recording
 
@@ -95,7 +95,7 @@ class FxArtifactIdentity(CustomBackendPass):
             # What the callable replays is decided at compile time and stored with it.
             cuda_graphs=self.device == "cuda"
             and self.runner == "lowered"
-            and graphs.wanted(self.cuda_graphs),
+            and cuda_graphs.wanted(self.cuda_graphs),
             # Disabled inside fx_backend, upstream's converter writes the graph.
             overlay=overlay.is_enabled(),
             wrapped=wrapped_uuid,

@@ -26,7 +26,7 @@ def compile_graph(
 ) -> Callable[..., Any]:
     """The callable that runs ``gm`` with ``runner``; ``gm`` itself is left as it is.
     ``cuda_graphs`` replays the lowered runner's stretches between host syncs as
-    CUDA graphs (``graphs.py``); the ``"graph"`` runner has none."""
+    CUDA graphs (``cuda_graphs.py``); the ``"graph"`` runner has none."""
     if runner == "lowered":
         return compile_lowered(gm, cuda_graphs=cuda_graphs)
     if runner != "graph":

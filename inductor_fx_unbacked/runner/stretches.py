@@ -1,7 +1,7 @@
 """A lowered graph with its stretches captured: each one node calling a CUDA graph.
 
 ``segments.py`` finds the stretches. Here each becomes one node calling a
-:class:`~.graphs.CapturedStretch` whose body is the stretch as a graph of its own
+:class:`~.cuda_graphs.CapturedStretch` whose body is the stretch as a graph of its own
 (compiled like any lowered graph): its arguments are what the stretch reads from
 outside, its results the tensors made inside that the rest of the graph reads.
 The body reads the current stream itself, which is the capture stream while it
@@ -11,7 +11,7 @@ results are the graph's own memory) copies everything that aliases it.
 
 Only a stretch whose replay pays is rewritten (:func:`_pays`): a replay, and the
 copy of each result that reaches the graph's output, cost about as much as a few
-launches (:attr:`~.graphs.Limits.launches_per_replay`), so a stretch of two or
+launches (:attr:`~.cuda_graphs.Limits.launches_per_replay`), so a stretch of two or
 three launches runs faster as it is.
 """
 
@@ -29,7 +29,7 @@ from ..artifact.facts import VALUE_KIND, value_kind
 from ..codegen import views
 from . import lowering
 from .checks import Check
-from .graphs import LIMITS, MEMORY, CapturedStretch
+from .cuda_graphs import LIMITS, MEMORY, CapturedStretch
 from .segments import (
     CUDA,
     Capturable,
@@ -51,7 +51,7 @@ def capture_stretches(
     capturable: Capturable = CUDA,
 ) -> torch.fx.GraphModule:
     """A copy of ``lowered`` whose stretches (and its branches' stretches) are each
-    one node calling a :class:`~.graphs.CapturedStretch`; ``lowered`` itself if it
+    one node calling a :class:`~.cuda_graphs.CapturedStretch`; ``lowered`` itself if it
     has none. ``compile_body`` makes a stretch's body callable
     (``straightline.generate``). The copy's ``meta["cuda_graph_stretches"]`` lists
     them all."""
@@ -67,9 +67,9 @@ def compile_with_cuda_graphs(
     capturable: Capturable = CUDA,
 ) -> Callable[..., Any]:
     """``generate(lowered)`` with the stretches captured. Each call of the result is
-    one call for :class:`~.graphs.GraphMemory`, under its lock: nothing it replays is
+    one call for :class:`~.cuda_graphs.GraphMemory`, under its lock: nothing it replays is
     evicted or replayed by another thread before it returns. Its ``source`` ends with
-    the stretches' bodies, its ``stretches`` are their :class:`~.graphs.CapturedStretch`
+    the stretches' bodies, its ``stretches`` are their :class:`~.cuda_graphs.CapturedStretch`
     nodes."""
     module = capture_stretches(lowered, generate, capturable)
     function = generate(module)
@@ -241,7 +241,7 @@ def _body_module(stretch: Stretch, results: list[Node]) -> torch.fx.GraphModule:
 def _pays(stretch: Stretch, outside: _Outside) -> bool:
     """Whether replaying ``stretch`` saves more than it costs: its launches against a
     replay and a copy of each result that reaches the graph's output (``outside``'s
-    results), each counted as :attr:`~.graphs.Limits.launches_per_replay` launches."""
+    results), each counted as :attr:`~.cuda_graphs.Limits.launches_per_replay` launches."""
     copies = sum(_reaches_output(result) for result in outside.results)
     cost = LIMITS.launches_per_replay * (1 + copies)
     if stretch.launches >= cost:

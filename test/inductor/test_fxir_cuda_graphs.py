@@ -42,9 +42,9 @@ from inductor_fx_unbacked.integration.backend import (
     InterpreterFxWrapperCodegen,
     register_fx_wrapper,
 )
-from inductor_fx_unbacked.runner import graphs, lowering, segments, straightline
+from inductor_fx_unbacked.runner import cuda_graphs, lowering, segments, straightline
 from inductor_fx_unbacked.runner.checks import SCALAR, Check
-from inductor_fx_unbacked.runner.graphs import (
+from inductor_fx_unbacked.runner.cuda_graphs import (
     Action,
     CapturedStretch,
     Entry,
@@ -67,7 +67,7 @@ cpu_only = pytest.mark.skipif(GPU, reason="on a GPU, captures succeed: the GPU t
 
 
 #: What a replay costs by default (``Limits.launches_per_replay``).
-LAUNCHES_PER_REPLAY = graphs.Limits().launches_per_replay
+LAUNCHES_PER_REPLAY = cuda_graphs.Limits().launches_per_replay
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +77,7 @@ def dynamo_config():
     # set the default back.
     with data_dependent_dynamo(), limits(launches_per_replay=0):
         yield
-    graphs.release_all()
+    cuda_graphs.release_all()
     ifx.disable()
 
 
@@ -567,13 +567,13 @@ def test_an_entry_larger_than_the_bound_is_not_kept():
 
 @contextlib.contextmanager
 def graph_log():
-    """The records of ``runner/graphs.py``'s logger."""
+    """The records of ``runner/cuda_graphs.py``'s logger."""
     records = logging.handlers.BufferingHandler(capacity=1000)
-    graphs.log.addHandler(records)
+    cuda_graphs.log.addHandler(records)
     try:
         yield records.buffer
     finally:
-        graphs.log.removeHandler(records)
+        cuda_graphs.log.removeHandler(records)
 
 
 @cpu_only
@@ -596,10 +596,10 @@ def test_a_stretch_whose_capture_fails_runs_eagerly_from_then_on():
 
 
 def test_cuda_graphs_follow_reduce_overhead_unless_set():
-    assert not graphs.wanted(None)
+    assert not cuda_graphs.wanted(None)
     with config.patch({"triton.cudagraphs": True}):
-        assert graphs.wanted(None) and not graphs.wanted(False)
-    assert graphs.wanted(True)
+        assert cuda_graphs.wanted(None) and not cuda_graphs.wanted(False)
+    assert cuda_graphs.wanted(True)
 
 
 def test_cuda_graphs_are_in_the_artifacts_identity():
@@ -659,7 +659,7 @@ GPU_PROGRAMS = [
 def test_program_with_cuda_graphs_equals_eager(program):
     inputs = program.inputs(DEVICE)
     expected = [run(program, program.fn, args) for args in calls(inputs)]
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     try:
         with ifx.fx_backend(DEVICE, cuda_graphs=True):
             compiled = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=True)
@@ -673,7 +673,7 @@ def test_program_with_cuda_graphs_equals_eager(program):
         if fails_without_cuda_graphs(program, inputs) is None:
             raise
         pytest.xfail(f"fails without CUDA graphs too: {type(e).__name__}")
-    for stretch in graphs.stats(since):
+    for stretch in cuda_graphs.stats(since):
         # Every stretch the segmentation finds captures; one captured on a key's
         # third call replays on the calls with that key after it.
         assert stretch.failures == 0, stretch
@@ -687,7 +687,7 @@ def test_two_threads_calling_programs_with_stretches_each_get_their_own_results(
     program = BY_NAME["P5"]
     inputs = program.inputs(DEVICE, 1 << 12)
     torch._dynamo.reset()
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     with ifx.fx_backend(DEVICE, cuda_graphs=True), limits(capture_after=1000):
         compiled = torch.compile(fresh_copy(program.fn), fullgraph=True, dynamic=True)
         for args in inputs:
@@ -709,7 +709,7 @@ def test_two_threads_calling_programs_with_stretches_each_get_their_own_results(
         thread.join()
     assert errors == []
     # The threads captured (each its input's key) and replayed.
-    assert sum(stretch.replays for stretch in graphs.stats(since)) > 0
+    assert sum(stretch.replays for stretch in cuda_graphs.stats(since)) > 0
 
 
 @needs_gpu
@@ -740,7 +740,7 @@ def test_a_violated_check_raises_on_the_call_that_violates_it():
         plain = torch.compile(fresh_copy(top_values), fullgraph=True)
         with pytest.raises(Exception) as expected:
             plain(x, violating)
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     with ifx.fx_backend(DEVICE, cuda_graphs=True):
         compiled = torch.compile(fresh_copy(top_values), fullgraph=True)
         for _ in range(4):
@@ -749,7 +749,7 @@ def test_a_violated_check_raises_on_the_call_that_violates_it():
             compiled(x, violating)
         assert str(raised.value) == str(expected.value)
         assert same(compiled(x, ok), want)
-    (stretch,) = graphs.stats(since)
+    (stretch,) = cuda_graphs.stats(since)
     assert stretch.captures == 1 and stretch.replays == 2
 
 
@@ -773,32 +773,32 @@ def run_kept(compiled, w, kept, times):
 @needs_gpu
 def test_captures_stay_within_max_entries():
     w = signed(4, 4, seed=1)
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     with limits(max_entries=2), ifx.fx_backend(DEVICE, cuda_graphs=True):
         compiled = torch.compile(mlp_on_positive_rows, fullgraph=True)
         for kept in (8, 16, 24, 32, 40):
             for _ in run_kept(compiled, w, kept, times=4):
-                assert len(graphs.MEMORY.entries) <= 2
-    (stretch,) = graphs.stats(since)
+                assert len(cuda_graphs.MEMORY.entries) <= 2
+    (stretch,) = cuda_graphs.stats(since)
     assert stretch.captures == 5 and stretch.replays == 5 and stretch.evictions == 3
 
 
 @needs_gpu
 def test_captures_stay_within_max_bytes():
     w = signed(4, 4, seed=1)
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     with ifx.fx_backend(DEVICE, cuda_graphs=True):
         compiled = torch.compile(mlp_on_positive_rows, fullgraph=True)
         for _ in run_kept(compiled, w, 8, times=4):
             pass
-        (stretch,) = graphs.stats(since)
+        (stretch,) = cuda_graphs.stats(since)
         one_entry = stretch.bytes
         assert stretch.captures == 1 and stretch.replays == 1 and one_entry > 0
         with limits(max_bytes=one_entry):
             for kept in (16, 24, 32):
                 for _ in run_kept(compiled, w, kept, times=4):
-                    assert graphs.MEMORY.total_bytes <= one_entry
-    (stretch,) = graphs.stats(since)
+                    assert cuda_graphs.MEMORY.total_bytes <= one_entry
+    (stretch,) = cuda_graphs.stats(since)
     assert stretch.evictions >= 1
 
 
@@ -807,7 +807,7 @@ def test_a_training_step_with_cuda_graphs_equals_eager():
     x, y = signed(64, 8, seed=1), signed(64, 8, positive=0.3, seed=2)
     w = signed(8, 8, seed=3).requires_grad_()
     want = tuple(t.clone() for t in training_step(masked_mlp_loss, x, w, y))
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     with ifx.fx_backend(DEVICE, cuda_graphs=True), ifx.recording_graphs() as recorded:
         compiled = torch.compile(masked_mlp_loss, fullgraph=True)
         for _ in range(5):
@@ -816,7 +816,7 @@ def test_a_training_step_with_cuda_graphs_equals_eager():
     for gm in (forward, backward):
         lowered = lowering.lower(gm, owned_kernels(gm))
         assert segments.find_stretches(lowered.graph), gm.code
-    made = graphs.stats(since)
+    made = cuda_graphs.stats(since)
     assert len(made) >= 2 and all(s.replays > 0 for s in made if s.captures), made
 
 
@@ -830,12 +830,12 @@ def test_reduce_overhead_turns_cuda_graphs_on():
     made = []
     for setting in (None, False):
         torch._dynamo.reset()
-        since = graphs.next_serial()
+        since = cuda_graphs.next_serial()
         with ifx.fx_backend(DEVICE, cuda_graphs=setting):
             compiled = torch.compile(fresh_copy(mlp_on_positive_rows), options=options)
             for _ in run_kept(compiled, w, 8, times=5):
                 pass
-        made.append(graphs.stats(since))
+        made.append(cuda_graphs.stats(since))
     with_default, switched_off = made
     assert [s.replays > 0 for s in with_default] == [True]
     assert switched_off == []
@@ -850,7 +850,7 @@ def test_a_stretch_never_captures_inside_a_callers_capture():
         return ((x * 2) @ w).relu() @ w
 
     x = signed(4, 4)
-    since = graphs.next_serial()
+    since = cuda_graphs.next_serial()
     with ifx.fx_backend(DEVICE, cuda_graphs=True):
         compiled = torch.compile(no_sync, fullgraph=True)
         compiled(x)
@@ -860,7 +860,7 @@ def test_a_stretch_never_captures_inside_a_callers_capture():
     x.mul_(-1)
     graph.replay()
     assert same(out, no_sync(x))
-    (stretch,) = graphs.stats(since)
+    (stretch,) = cuda_graphs.stats(since)
     assert stretch.captures == 0 and stretch.eager_runs == 2
 
 
@@ -895,7 +895,7 @@ def test_a_warm_start_replays_cuda_graphs(tmp_path):
         for _ in range(2):
             torch._dynamo.reset()
             counters.clear()
-            since = graphs.next_serial()
+            since = cuda_graphs.next_serial()
             with ifx.fx_backend(DEVICE, cuda_graphs=True):
                 compiled = torch.compile(mlp_on_positive_rows, fullgraph=True)
                 for _ in run_kept(compiled, w, 8, times=5):
@@ -904,7 +904,7 @@ def test_a_warm_start_replays_cuda_graphs(tmp_path):
                 counters["aot_autograd"]["autograd_cache_hit"]
                 + counters["inductor"]["fxgraph_cache_hit"]
             )
-            runs.append((served, graphs.stats(since)))
+            runs.append((served, cuda_graphs.stats(since)))
     (cold_served, cold), (warm_served, warm) = runs
     assert cold_served == 0 and warm_served >= 1
     assert [s.replays > 0 for s in warm] == [s.replays > 0 for s in cold] == [True]

@@ -28,7 +28,7 @@ from programs import CORPUS, CorpusProgram, fresh_copy, one_line, run, xfail_at_
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked import runner
 from inductor_fx_unbacked.demo.programs import PROGRAMS, same
-from inductor_fx_unbacked.runner import graphs as cuda_graphs
+from inductor_fx_unbacked.runner import cuda_graphs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
