@@ -38,6 +38,9 @@ DEFAULT_TIER_PROGRAMS = frozenset(
         "masked_mse_backward",
         "detection_postprocess",
         "token_dropping",
+        "masked_mse_loss",
+        "per_class_counts",
+        "masked_token_nll",
     }
 )
 

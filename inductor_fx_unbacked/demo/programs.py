@@ -119,11 +119,12 @@ BY_NAME = {program.name: program for program in PROGRAMS}
 
 
 def same(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
-    """Same structure, tensors of the same shape and close values, other leaves equal."""
+    """Same structure, tensors of the same shape and close values (NaN where the
+    other has NaN), other leaves equal."""
     flat_a, spec_a = torch.utils._pytree.tree_flatten(a)
     flat_b, spec_b = torch.utils._pytree.tree_flatten(b)
     return spec_a == spec_b and all(
-        x.shape == y.shape and torch.allclose(x, y, rtol=rtol, atol=atol)
+        x.shape == y.shape and torch.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
         if isinstance(x, torch.Tensor)
         else x == y
         for x, y in zip(flat_a, flat_b)

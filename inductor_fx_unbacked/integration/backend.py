@@ -54,6 +54,9 @@ class FxWrapperCodegen(WrapperFxCodegen):
     runner: str = "lowered"
     #: Whether the lowered runner replays CUDA graphs; None: under reduce-overhead.
     cuda_graphs: bool | None = None
+    #: Whether reductions over masked selections are computed without the selection
+    #: (``codegen/masked_reductions.py``), where no data-dependent size escapes.
+    sync_free: bool = True
 
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """The callable that runs ``gm``; ``gm`` itself is left as it is."""
@@ -166,6 +169,7 @@ def fx_backend(
     runtime_asserts: bool = True,
     runner: str = "lowered",
     cuda_graphs: bool | None = None,
+    sync_free: bool = True,
 ) -> Iterator[None]:
     """Compile for ``device`` with Inductor's FX wrapper backend, overlay enabled.
 
@@ -201,8 +205,13 @@ def fx_backend(
     device work between host syncs as CUDA graphs and replays them
     (``runner/cuda_graphs.py``); None (the default) does where the graph is compiled
     under ``mode="reduce-overhead"``. Never in the CPU mode.
+
+    ``sync_free`` computes a reduction over a masked selection (``x[mask].sum()``,
+    a mean, a count) over the mask, without the selection and its host sync, where
+    no data-dependent size escapes (``codegen/masked_reductions.py``); False keeps
+    upstream's graph (for comparison). Part of the artifact's identity.
     """
-    options = BackendOptions(device_type(device), runner, runtime_asserts, cuda_graphs)
+    options = BackendOptions(device_type(device), runner, runtime_asserts, cuda_graphs, sync_free)
     if runner not in RUNNERS:
         raise ValueError(f"fx_backend supports runners {RUNNERS}, not {runner!r}")
     if cuda_graphs and runner != "lowered":
@@ -236,6 +245,7 @@ def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> 
         runner=options.runner,
         runtime_asserts=options.runtime_asserts,
         cuda_graphs=options.cuda_graphs,
+        sync_free=options.sync_free,
     )
     if options.device == "cpu":
         if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
@@ -250,18 +260,30 @@ def register_fx_wrapper(
     runner: str,
     runtime_asserts: bool,
     cuda_graphs: bool | None = None,
+    sync_free: bool = True,
 ) -> None:
-    """Register ``codegen`` (with ``runner``, ``runtime_asserts`` and ``cuda_graphs``) as
+    """Register ``codegen`` (with ``runner``, ``runtime_asserts``, ``cuda_graphs`` and
+    ``sync_free``) as
     ``device``'s JIT and ``fx_wrapper`` codegen, keeping the device's scheduling and C++
     wrapper, and its artifact identity as the device's custom backend pass (``caches.py``)."""
-    if not runtime_asserts or runner != codegen.runner or cuda_graphs is not None:
-        options = {"runtime_asserts": runtime_asserts, "runner": runner, "cuda_graphs": cuda_graphs}
+    options = {
+        "runtime_asserts": runtime_asserts,
+        "runner": runner,
+        "cuda_graphs": cuda_graphs,
+        "sync_free": sync_free,
+    }
+    if any(getattr(codegen, name) != value for name, value in options.items()):
         codegen = type(codegen.__name__, (codegen,), options)
     previous = common.device_codegens[device]
     # The artifact's identity goes into Inductor's and AOTAutograd's cache
     # keys through the device's custom backend pass (caches.py).
     identity = caches.FxArtifactIdentity(
-        device, runner, runtime_asserts, common.custom_backend_passes.get(device), cuda_graphs
+        device,
+        runner,
+        runtime_asserts,
+        common.custom_backend_passes.get(device),
+        cuda_graphs,
+        sync_free,
     )
     common.register_backend_for_device(
         device,

@@ -63,12 +63,14 @@ class FxArtifactIdentity(CustomBackendPass):
         runtime_asserts: bool,
         wrapped: Any,
         cuda_graphs: bool | None = None,
+        sync_free: bool = True,
     ) -> None:
         self.device = device
         self.runner = runner
         self.runtime_asserts = runtime_asserts
         self.wrapped = wrapped
         self.cuda_graphs = cuda_graphs
+        self.sync_free = sync_free
 
     def __call__(self, graph: Any) -> None:
         if self.wrapped is not None:
@@ -96,6 +98,8 @@ class FxArtifactIdentity(CustomBackendPass):
             cuda_graphs=self.device == "cuda"
             and self.runner == "lowered"
             and cuda_graphs.wanted(self.cuda_graphs),
+            # Reductions over masked selections computed without them.
+            sync_free=self.sync_free,
             # Disabled inside fx_backend, upstream's converter writes the graph.
             overlay=overlay.is_enabled(),
             wrapped=wrapped_uuid,

@@ -95,7 +95,7 @@ def patches() -> list[Patch]:
     from ..codegen import fx_control as control
     from ..codegen import fx_symbols as symbols
     from ..codegen import fx_triton as kernels
-    from ..codegen import indexing, reductions
+    from ..codegen import indexing, masked_reductions, reductions
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
     from . import cpu_mode, partitions
@@ -153,6 +153,8 @@ def patches() -> list[Patch]:
         wrap(GraphLowering, reductions.sizing_unbacked_dependencies, "get_dep_size_hint"),
         # Boolean-mask indexing as nonzero and a gather that fuses, under the FX wrapper.
         replace(compile_fx, indexing.select_decomp_table),
+        # Reductions over masked selections without the selection (no host sync).
+        wrap(compile_fx, masked_reductions.rewriting_masked_reductions, "post_grad_passes"),
         # No graph partitions under the FX wrapper (mode="reduce-overhead").
         wrap(compile_fx, partitions.without_graph_partitions, "maybe_disable_graph_partition"),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.

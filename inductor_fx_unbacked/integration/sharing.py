@@ -31,12 +31,14 @@ class BackendOptions:
     runner: str
     runtime_asserts: bool
     cuda_graphs: bool | None = None
+    sync_free: bool = True
 
     def __str__(self) -> str:
         cuda_graphs = "" if self.cuda_graphs is None else f", cuda_graphs={self.cuda_graphs}"
+        sync_free = "" if self.sync_free else ", sync_free=False"
         return (
             f"fx_backend({self.device!r}, runner={self.runner!r}, "
-            f"runtime_asserts={self.runtime_asserts}{cuda_graphs})"
+            f"runtime_asserts={self.runtime_asserts}{cuda_graphs}{sync_free})"
         )
 
 

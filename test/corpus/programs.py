@@ -694,3 +694,48 @@ def correct_predictions(probs, labels):
     """The rows a classifier gets right, and their confidences."""
     correct = probs.argmax(1) == labels
     return probs[correct].amax(1), torch.nonzero(correct).squeeze(1)
+
+
+# Reductions over selections from real code: no data-dependent size leaves the graph
+# (the FX backend computes them without the selection and its host sync).
+
+
+@program(
+    lambda d: [
+        (values(24, 12, 1, d), values(24, 9, 2, d)),
+        (values(24, 12, 3, d), values(24, 20, 4, d)),
+        (values(24, 12, 5, d), values(24, 0, 6, d)),  # no label: NaN, as eager
+    ]
+)
+def masked_mse_loss(pred, target):
+    """A regression loss over the positions that have a label (positive targets)."""
+    labelled = target > 0
+    return ((pred[labelled] - target[labelled]) ** 2).mean()
+
+
+@program(
+    lambda d: [
+        (values(30, 18, 1, d).abs(), torch.arange(30, device=d) % 3),
+        (values(30, 18, 2, d).abs() * 0.4, torch.arange(30, device=d) % 3),
+    ]
+)
+def per_class_counts(scores, labels):
+    """A detection head's count of kept detections per class (scores over 0.5)."""
+    keep = scores > 0.5
+    return torch.stack([(labels[keep] == c).sum() for c in range(3)])
+
+
+@program(
+    lambda d: [
+        (values(40, 20, 1, d).reshape(8, 5), torch.arange(8, device=d) % 5, values(8, 5, 2, d)),
+        (values(40, 20, 3, d).reshape(8, 5), torch.arange(8, device=d) % 5, values(8, 2, 4, d)),
+    ]
+)
+def masked_token_nll(log_probs, targets, attention):
+    """A language model's loss over the tokens that are not padding (attention > 0)."""
+    real = attention > 0
+    return torch.nn.functional.nll_loss(log_probs[real], targets[real])
+
+
+#: The corpus by program name.
+BY_NAME = {program.name: program for program in CORPUS}
