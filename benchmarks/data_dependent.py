@@ -63,11 +63,21 @@ BACKENDS = (
     "python-reduce-overhead",
     "dynamo-eager",
     "aot-eager",
+    "direct",
+    "direct+cudagraphs",
+    "aot-module",
 )
 #: What ``torch.compile`` is given for the floor backends.
 FLOOR_BACKENDS = {"dynamo-eager": "eager", "aot-eager": "aot_eager"}
 #: The FX configurations; the final fx-over-eager lines take each program's best.
 FX_CONFIGURATIONS = ("fx", "fx+cudagraphs")
+#: The direct calls of ``ifx.compile``'s artifact; the direct lines take the best.
+DIRECT_CONFIGURATIONS = ("direct", "direct+cudagraphs")
+#: The programs of the direct-call lines (the fifteen of docs/benchmarks.md).
+STANDARD = (
+    *("P1", "P2", "P3", "P4a", "P4b", "P4c", "P5", "P6", "P7", "P8"),
+    *("H1", "H2", "H3", "H4", "H5"),
+)
 COMPILED = BACKENDS[1:]
 DEFAULT_BACKENDS = ("eager", "python", "fx")
 DEFAULT_COLD_BACKENDS = ("python", "fx")
@@ -110,16 +120,26 @@ def backend_context(backend: str, device: str):
         yield
 
 
-def compiled_fn(program: Any, backend: str) -> Any:
-    """The program compiled for ``backend``, on a copy of its code object.
+def compiled_fn(program: Any, backend: str, example: tuple[Any, ...], device: str) -> Any:
+    """The program compiled for ``backend`` (on ``example``, for the ahead-of-time
+    ones), on a copy of its code object.
 
     Dynamo caches compiled code on the code object, so two backends compiling
     one function in one process would share the first one's graph.
     """
     import torch
 
+    import inductor_fx_unbacked as ifx
+
     if backend == "eager":
         return program.fn
+    if backend in DIRECT_CONFIGURATIONS:
+        cuda_graphs = backend == "direct+cudagraphs"
+        return ifx.compile(
+            program.fn, *example, dynamic=bool(program.dynamic), cuda_graphs=cuda_graphs
+        )
+    if backend == "aot-module":
+        return aot_module(program, example, device)
     fn = program.fn
     copy = types.FunctionType(
         fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
@@ -132,6 +152,54 @@ def compiled_fn(program: Any, backend: str) -> Any:
         mode=mode,
         backend=FLOOR_BACKENDS.get(backend, "inductor"),
     )
+
+
+def aot_module(program: Any, example: tuple[Any, ...], device: str) -> Any:
+    """``aot_compile(..., fx_wrapper=True)`` of the exported program inside
+    ``fx_backend``: the AOT module, called as it is (it returns a list of the
+    outputs, put back into the program's structure)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    import inductor_fx_unbacked as ifx
+
+    class Module(torch.nn.Module):
+        def forward(self, *args: Any) -> Any:
+            return program.fn(*args)
+
+    spec = pytree.tree_structure(program.fn(*example))
+    exported = torch.export.export(Module(), example, strict=False)
+    with ifx.fx_backend(device):
+        module = torch._inductor.aot_compile(
+            exported.module(), example, options={"fx_wrapper": True}
+        )
+    unflatten = pytree.tree_unflatten
+
+    def call(*args: Any) -> Any:
+        outputs = module(*args)
+        return unflatten(list(outputs) if isinstance(outputs, (list, tuple)) else [outputs], spec)
+
+    return call
+
+
+def count_host_syncs(fn: Any, args: tuple[Any, ...], device: str) -> int | None:
+    """The device-to-host synchronisations of one call (CUDA's sync debug mode)."""
+    if device != "cuda":
+        return None
+    import warnings
+
+    import torch
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn(*args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 class TritonCompileCounter:
@@ -162,11 +230,12 @@ def program_size(name: str, n: int, heavy_n: int) -> int:
 
 def selected_programs(args: argparse.Namespace) -> list[Any]:
     """The programs of this run, in report order (heavy ones on GPUs only)."""
-    from inductor_fx_unbacked.demo.programs import HEAVY_PROGRAMS, PROGRAMS
+    from inductor_fx_unbacked.demo.programs import HEAVY_PROGRAMS, PROGRAMS, SYNC_FREE_PROGRAMS
 
-    programs = list(PROGRAMS) + (list(HEAVY_PROGRAMS) if args.device == "cuda" else [])
+    gpu_only = [*HEAVY_PROGRAMS, *SYNC_FREE_PROGRAMS] if args.device == "cuda" else []
+    programs = list(PROGRAMS) + gpu_only
     if args.programs:
-        known = {p.name for p in PROGRAMS + HEAVY_PROGRAMS}
+        known = {p.name for p in PROGRAMS + HEAVY_PROGRAMS + SYNC_FREE_PROGRAMS}
         unknown = sorted(set(args.programs) - known)
         if unknown:
             raise SystemExit(f"unknown programs {unknown}; known: {sorted(known)}")
@@ -187,8 +256,8 @@ def run_cold(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     synchronize(device)
     counter = TritonCompileCounter()
     with backend_context(backend, device):
-        fn = compiled_fn(program, backend)
         start = time.perf_counter()
+        fn = compiled_fn(program, backend, first, device)
         result = fn(*first)
         synchronize(device)
         cold = time.perf_counter() - start
@@ -297,7 +366,7 @@ def steady_state(
         for backend in args.backends:
             try:
                 with backend_context(backend, args.device):
-                    fn = compiled_fn(program, backend)
+                    fn = compiled_fn(program, backend, first, args.device)
                     ok = same(fn(*first), program.fn(*first), rtol=1e-4, atol=1e-4)
                     ok = ok and same(fn(*second), program.fn(*second), rtol=1e-4, atol=1e-4)
                 runners[backend] = fn
@@ -348,6 +417,12 @@ def steady_state(
         for backend, values in times.items():
             entry["backends"][backend]["ms"] = median(values) * 1e3
         entry["ratios"] = paired_ratios(times)
+        if "fx" in times and "direct" in times:
+            # What torch.compile's entry path adds to the same artifact's call.
+            entry["entry_us"] = median([a - b for a, b in zip(times["fx"], times["direct"])]) * 1e6
+        entry["host_syncs"] = {
+            backend: count_host_syncs(fn, first, args.device) for backend, fn in runners.items()
+        }
         entry["samples"] = samples
         if "fx+cudagraphs" in runners:
             entry["cuda_graphs"] = [dataclasses.asdict(s) for s in cuda_graphs.stats(graphs_since)]
@@ -384,6 +459,11 @@ def paired_ratios(
         "aot-eager/eager": ("aot-eager", "eager"),
         "fx/aot-eager": ("fx", "aot-eager"),
         "python/aot-eager": ("python", "aot-eager"),
+        "direct/eager": ("direct", "eager"),
+        "direct+cudagraphs/eager": ("direct+cudagraphs", "eager"),
+        "aot-module/direct": ("aot-module", "direct"),
+        "aot-module/eager": ("aot-module", "eager"),
+        "fx/direct": ("fx", "direct"),
     }
     result = {}
     for name, (a, b) in pairs.items():
@@ -568,6 +648,7 @@ def report(args: argparse.Namespace, cold: dict, steady: dict, steady_compiles: 
         lines += ["", "Cold and new sizes: not measured in this run (`--skip-cold`)."]
     lines += cuda_graph_lines(programs, steady)
     lines += floor_lines(programs, steady)
+    lines += direct_lines(programs, steady)
 
     def geomean_line(name: str, entries: list[dict]) -> str:
         value = geomean([e["ratio"] for e in entries])
@@ -686,6 +767,99 @@ def floor_lines(programs: list[Any], steady: dict) -> list[str]:
         if values:
             label = column.replace("-", "_").replace("/", "_over_")
             lines.append(f"geomean_steady_{label}: {geomean(values):.3f}")
+    return lines
+
+
+DIRECT_COLUMNS = (
+    "direct/eager",
+    "direct+cudagraphs/eager",
+    "aot-module/direct",
+    "fx/direct",
+    "fx/eager",
+)
+
+
+def best_direct_over_eager(ratios: dict[str, Any]) -> dict[str, Any] | None:
+    measured = [ratios[f"{d}/eager"] for d in DIRECT_CONFIGURATIONS if f"{d}/eager" in ratios]
+    return min(measured, key=lambda r: r["ratio"], default=None)
+
+
+def direct_lines(programs: list[Any], steady: dict) -> list[str]:
+    """``ifx.compile``'s artifact called directly, the AOT module, the cost of
+    ``torch.compile``'s entry path, and the host syncs of one call, per program;
+    with the closing lines over the fifteen and over the sync-free set."""
+    from inductor_fx_unbacked.demo.programs import SYNC_FREE
+
+    rows = [
+        (p.name, steady[p.name])
+        for p in programs
+        if "direct/eager" in steady.get(p.name, {}).get("ratios", {})
+    ]
+    if not rows:
+        return []
+    syncing = sorted({b for _, entry in rows for b in entry.get("host_syncs", {})})
+    lines = [
+        "",
+        "## Direct calls",
+        "",
+        "`direct`: `ifx.compile`'s artifact called directly (no Dynamo frame or guards, no "
+        "AOTAutograd wrapper), `direct+cudagraphs` with `cuda_graphs=True`; `aot-module`: "
+        "`aot_compile(..., fx_wrapper=True)`'s module, called. Entry µs: `fx` (the same "
+        "compiled graph behind `torch.compile`) minus `direct`, median per call. Host syncs: "
+        "device-to-host synchronisations of one call (CUDA's sync debug mode).",
+        "",
+        "| prog | "
+        + " | ".join(DIRECT_COLUMNS)
+        + " | entry µs | "
+        + " | ".join(f"syncs {b}" for b in syncing)
+        + " |",
+        "|---" * (len(DIRECT_COLUMNS) + 2 + len(syncing)) + "|",
+    ]
+    for name, entry in rows:
+        ratios, syncs = entry["ratios"], entry.get("host_syncs", {})
+        entry_us = entry.get("entry_us")
+        cells = [ratio_text(ratios.get(c)) for c in DIRECT_COLUMNS]
+        cells.append(f"{entry_us:.1f}" if entry_us is not None else "n/a")
+        cells += [str(syncs[b]) if syncs.get(b) is not None else "n/a" for b in syncing]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    standard = {name: entry for name, entry in rows if name in STANDARD}
+    best = {name: best_direct_over_eager(entry["ratios"]) for name, entry in standard.items()}
+    best = {name: r for name, r in best.items() if r is not None}
+    lines.append("")
+    but_p6 = [r for name, r in best.items() if name != "P6"]
+    lines.append(max_line("max_direct_fx_over_eager", but_p6))
+    lines.append(
+        f"direct_fx_over_eager_P6: {best['P6']['ratio']:.3f}"
+        if "P6" in best
+        else "direct_fx_over_eager_P6: not measured"
+    )
+    lines.append(
+        f"geomean_direct_fx_over_eager: {geomean([r['ratio'] for r in best.values()]):.3f}"
+        f"  (over {len(best)} of the fifteen)"
+    )
+    aot = [
+        entry["ratios"]["aot-module/direct"]
+        for _, entry in rows
+        if "aot-module/direct" in entry["ratios"]
+    ]
+    lines.append(max_line("max_aot_module_over_direct", aot))
+    for name, entry in rows:
+        if entry.get("entry_us") is not None:
+            lines.append(f"median_entry_us_{name}: {entry['entry_us']:.1f}")
+    sync_free = [(name, entry) for name, entry in rows if name in SYNC_FREE]
+    if sync_free:
+        lines.append("")
+        direct = [best_direct_over_eager(entry["ratios"]) for _, entry in sync_free]
+        compiled = [best_fx_over_eager(entry["ratios"]) for _, entry in sync_free]
+        lines.append(max_line("max_syncfree_fx_over_eager", [r for r in direct if r]))
+        lines.append(
+            max_line("max_syncfree_torch_compile_fx_over_eager", [r for r in compiled if r])
+        )
+        for name, entry in sync_free:
+            for backend in ("eager", "fx", "direct"):
+                count = entry.get("host_syncs", {}).get(backend)
+                if count is not None:
+                    lines.append(f"host_syncs_{backend}_{name}: {count}")
     return lines
 
 

@@ -111,10 +111,17 @@ def _missing_upstream_suite() -> str | None:
 def _data_dependent(share: Share) -> list[str]:
     if share.quick:
         return ["--device", share.device, "--quick", "--out", str(share.report)]
-    backends = ["eager", "aot-eager", "python", "python-reduce-overhead", "fx", "fx+cudagraphs"]
+    backends = ["eager", "aot-eager", "python", "fx", "fx+cudagraphs"]
+    backends += ["direct", "direct+cudagraphs", "aot-module"]
     steady = ["--skip-cold"] if share.steady_only else []
     arguments = ["--backends", *backends, *steady]
     return [*arguments, "--budget-s", share.budget(), "--out", str(share.report)]
+
+
+def _entry_path(share: Share) -> list[str]:
+    if share.quick:
+        return ["--device", share.device, "--quick", "--out", str(share.report)]
+    return ["--calls", "300", "--out", str(share.report)]
 
 
 def _warm_start(share: Share) -> list[str]:
@@ -250,6 +257,13 @@ PARTS = {
             weight=9,
             module="data_dependent",
             arguments=_data_dependent,
+        ),
+        Part(
+            "entry-path",
+            "torch.compile's entry path against the direct call, profiled",
+            weight=1.5,
+            module="entry_path",
+            arguments=_entry_path,
         ),
         Part(
             "warm-start",

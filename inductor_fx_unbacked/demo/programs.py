@@ -257,3 +257,67 @@ HEAVY_PROGRAMS = [
     ),
 ]
 BY_NAME.update({program.name: program for program in HEAVY_PROGRAMS})
+
+
+# Sync-free programs from real code: a reduction over a selection, no data-dependent
+# size leaving the graph (the FX backend runs them without a host sync).
+
+
+def s1(pred, target):
+    """A regression loss over the positions that have a label (positive targets)."""
+    labelled = target > 0
+    return ((pred[labelled] - target[labelled]) ** 2).mean()
+
+
+def s2(scores, labels):
+    """A detection head's count of kept detections per class (8 classes)."""
+    keep = scores > 0.5
+    return torch.stack([(labels[keep] == c).sum() for c in range(8)])
+
+
+def s3(logits, targets, attention):
+    """A language model's loss over the tokens that are not padding."""
+    real = attention > 0
+    return torch.nn.functional.cross_entropy(logits[real], targets[real])
+
+
+def s1_inputs(device, n):
+    return [
+        (random_signed((n,), 0.5, device, 500 + i), random_signed((n,), f, device, 510 + i))
+        for i, f in enumerate((0.3, 0.7))
+    ]
+
+
+def s2_inputs(device, n):
+    labels = torch.randint(0, 8, (n,), generator=generator(device, 520), device=device)
+    return [
+        (torch.rand(n, generator=generator(device, 530 + i), device=device) * f, labels)
+        for i, f in enumerate((0.8, 1.6))
+    ]
+
+
+def s3_inputs(device, n):
+    vocab = 256
+    tokens = max(n // vocab, 8)
+    g = generator(device, 540)
+    logits = torch.randn(tokens, vocab, generator=g, device=device)
+    targets = torch.randint(0, vocab, (tokens,), generator=g, device=device)
+    return [
+        (logits, targets, random_signed((tokens,), f, device, 550 + i))
+        for i, f in enumerate((0.6, 0.9))
+    ]
+
+
+SYNC_FREE_PROGRAMS = [
+    Program("S1", "masked MSE loss over labelled positions", s1, s1_inputs),
+    Program("S2", "per-class counts of kept detections (8 classes)", s2, s2_inputs),
+    Program(
+        "S3",
+        "cross-entropy over the non-padding tokens (n/256 tokens, vocabulary 256)",
+        s3,
+        s3_inputs,
+    ),
+]
+BY_NAME.update({program.name: program for program in SYNC_FREE_PROGRAMS})
+#: The programs whose data-dependent sizes never leave the graph.
+SYNC_FREE = ("P2", "H1", "H4", "S1", "S2", "S3")
