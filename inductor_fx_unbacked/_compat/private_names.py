@@ -101,6 +101,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.ops:aten", "_assert_scalar"),
     Private("torch.ops:aten", "_functional_assert_scalar"),
     Private("torch.ops:aten", "_make_dep_token"),
+    Private("torch.ops:aten", "_softmax"),
+    Private("torch.ops:aten", "_log_softmax"),
     # torch._logging: the structured trace's handlers, set up again once the
     # package's logger is registered (``integration/logs.py``).
     Private("torch._logging._internal", "_init_logs"),

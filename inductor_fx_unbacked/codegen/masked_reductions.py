@@ -40,6 +40,8 @@ from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _compat
+from .selections import Selection, is_pointwise, masked_selections
+from .selections import shape as shape_of
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -56,8 +58,6 @@ REFUSED = {
         "eager warns where the selection is no larger than the correction",
     ),
 }
-#: Pointwise operations that carry no ``pointwise`` tag.
-_ALSO_POINTWISE = {prims.convert_element_type.default, aten.clone.default}
 #: Operations along the other dimensions of selected rows: the argument positions
 #: that hold dimensions.
 ROW_WISE = {
@@ -82,37 +82,6 @@ ROW_WISE = {
         aten.unsqueeze.default,
     )
 }
-
-
-@dataclasses.dataclass
-class Selection:
-    """A node that selects the elements (or rows) of ``base`` where ``mask`` is true:
-    ``mask`` covers the first ``mask_dims`` dimensions of ``base``."""
-
-    node: Node
-    base: Node
-    mask: Node
-    mask_dims: int
-    symbol: Any
-    #: The nodes that only exist to make it (``nonzero``, its columns).
-    makers: list[Node]
-
-    def same_mask(self, other: Selection) -> bool:
-        """Whether ``other`` selects by the same mask: the same node, or one that
-        computes the same from the same values (``x > 0`` written twice)."""
-        return self.mask_dims == other.mask_dims and _same_value(self.mask, other.mask)
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    if not (isinstance(a, Node) and isinstance(b, Node)) or a.op != "call_function":
-        return a == b if not isinstance(a, Node) and not isinstance(b, Node) else False
-    if a.target is not b.target or not _is_pointwise(a) or a.kwargs != b.kwargs:
-        return False
-    if len(a.args) != len(b.args):
-        return False
-    return all(_same_value(x, y) for x, y in zip(a.args, b.args))
 
 
 @dataclasses.dataclass
@@ -159,10 +128,10 @@ def rewrite_masked_reductions(gm: torch.fx.GraphModule) -> list[Outcome]:
     outcomes: list[Outcome] = []
     tried: set[str] = set()
     while True:
-        selections = [s for s in _selections(gm.graph) if s.node.name not in tried]
-        if not selections:
+        found = [s for s in masked_selections(gm.graph) if s.node.name not in tried]
+        if not found:
             break
-        plan = _Plan(gm.graph, selections[0], _selections(gm.graph))
+        plan = _Plan(gm.graph, found[0], masked_selections(gm.graph))
         tried.update(root.node.name for root in plan.roots)
         why = plan.analyse()
         name = ", ".join(root.node.name for root in plan.roots)
@@ -178,73 +147,10 @@ def rewrite_masked_reductions(gm: torch.fx.GraphModule) -> list[Outcome]:
     return outcomes
 
 
-def _selections(graph: torch.fx.Graph) -> list[Selection]:
-    return [s for s in map(_selection, graph.nodes) if s is not None and s.symbol is not None]
-
-
-def _selection(node: Node) -> Selection | None:
-    if node.op != "call_function":
-        return None
-    if node.target is aten.masked_select.default:
-        base, mask = node.args
-        if _shape(base) != _shape(mask):
-            return None
-        return Selection(node, base, mask, len(_shape(base)), _bound_symbol(node), [])
-    if node.target is not aten.index.Tensor:
-        return None
-    base, indices = node.args
-    if len(indices) == 1 and _dtype(indices[0]) == torch.bool:
-        mask = indices[0]
-        return Selection(node, base, mask, len(_shape(mask)), _bound_symbol(node), [])
-    # nonzero(mask)'s columns, each indexing its dimension (``x[mask]`` decomposed).
-    columns = [index for index in indices if isinstance(index, Node)]
-    if len(columns) != len(indices) or not all(c.target is operator.getitem for c in columns):
-        return None
-    unbind = columns[0].args[0]
-    if not all(c.args == (unbind, i) for i, c in enumerate(columns)):
-        return None
-    if unbind.target is not aten.unbind.int or unbind.args[1:] != (1,):
-        return None
-    nonzero = unbind.args[0]
-    if nonzero.target is not aten.nonzero.default or len(columns) != len(_shape(nonzero.args[0])):
-        return None
-    makers = [nonzero, unbind, *columns]
-    return Selection(node, base, nonzero.args[0], len(columns), _bound_symbol(nonzero), makers)
-
-
-def _bound_symbol(node: Node) -> Any:
-    """The unbacked symbol of ``node``'s first dimension's size: the one it binds, or,
-    where it binds none (fake tensors memoise ``nonzero`` of one mask), the one
-    its value's size is."""
-    for symbol, keypath in (node.meta.get("unbacked_bindings") or {}).items():
-        if [getattr(key, "name", getattr(key, "idx", None)) for key in keypath] == ["size", 0]:
-            return symbol
-    shape = _shape(node)
-    symbols = free_unbacked_symbols(shape[0]) if shape else set()
-    return next(iter(symbols)) if len(symbols) == 1 else None
-
-
-def _shape(node: Any) -> tuple[Any, ...]:
-    value = node.meta.get("val") if isinstance(node, Node) else None
-    return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
-
-
-def _dtype(node: Any) -> torch.dtype | None:
-    value = node.meta.get("val") if isinstance(node, Node) else None
-    return value.dtype if isinstance(value, torch.Tensor) else None
-
-
 def _kind(node: Node) -> str | None:
     if isinstance(node.target, torch._ops.OpOverload):
         return node.target.overloadpacket.__name__
     return None
-
-
-def _is_pointwise(node: Node) -> bool:
-    target = node.target
-    if target in _ALSO_POINTWISE:
-        return True
-    return isinstance(target, torch._ops.OpOverload) and torch.Tag.pointwise in target.tags
 
 
 def _dims(node: Node) -> list[int] | None:
@@ -252,7 +158,7 @@ def _dims(node: Node) -> list[int] | None:
     positions = ROW_WISE.get(node.target)
     if positions is None:
         return None
-    rank = len(_shape(node.args[0])) + (node.target is aten.unsqueeze.default)
+    rank = len(shape_of(node.args[0])) + (node.target is aten.unsqueeze.default)
     named = node.args[positions[0]] if len(node.args) > positions[0] else None
     if named is None or named == []:
         return None
@@ -310,23 +216,23 @@ class _Plan:
         if node in self.makers:
             return 2, f"{user.name} reads its indices ({user.target})"
         kind, dims = _kind(user), _dims(user)
-        reduces_selection = user.args[0] is node and (dims is None or 0 in dims)
+        reduces_selection = bool(user.args) and user.args[0] is node and (dims is None or 0 in dims)
         if kind in REFUSED and reduces_selection:
             return 0, f"{kind} reduces it ({user.name}): {REFUSED[kind]}"
         if kind in IDENTITY and reduces_selection:
             return self._take_reduction(user)
-        if _is_pointwise(user) or (user.target in ROW_WISE and dims and 0 not in dims):
+        if is_pointwise(user) or (user.target in ROW_WISE and dims and 0 not in dims):
             return self._take_elementwise(user)
         return 2, f"{user.name} ({user.target}) has no masked form"
 
     def _take_elementwise(self, user: Node) -> tuple[int, str] | None:
         if torch.Tag.nondeterministic_seeded in getattr(user.target, "tags", ()):
             return 2, f"{user.name} ({user.target}) draws random numbers for the selection only"
-        rest = len(_shape(user)) - 1
+        rest = len(shape_of(user)) - 1
         for argument in user.all_input_nodes:
             if argument in self.chain:
                 continue
-            shape = _shape(argument)
+            shape = shape_of(argument)
             if any(free_unbacked_symbols(s) for s in shape) or len(shape) > rest:
                 return 2, f"{user.name} reads {argument.name} beside the selection, not broadcast"
         self.chain[user] = None
@@ -344,7 +250,7 @@ class _Plan:
         if size.args[1:] != (0,):
             return 2, f"{size.name} reads another size"
         bound = 1
-        for extent in _shape(next(iter(self.by_node.values())).mask):
+        for extent in shape_of(next(iter(self.by_node.values())).mask):
             bound = bound * extent if isinstance(extent, int) and bound is not None else None
         for compare in size.users:
             holds = (
@@ -412,7 +318,7 @@ class _Plan:
 
     def _masked(self, reduction: Node, values: Node, fake_mode: Any) -> Node:
         kind = _kind(reduction)
-        rank = len(_shape(reduction.args[0]))
+        rank = len(shape_of(reduction.args[0]))
         dims, keepdim = _reduced(reduction)
         # The selected dimension is the mask's dimensions; the others follow them.
         full_dims = [*range(self.mask_dims), *(d + self.mask_dims - 1 for d in sorted(dims) if d)]
@@ -447,7 +353,7 @@ class _Plan:
 def _reduced(reduction: Node) -> tuple[set[int], bool]:
     """The dimensions a reduction over a selection reduces (normalised; all, where it
     names none), and its ``keepdim``."""
-    rank = len(_shape(reduction.args[0]))
+    rank = len(shape_of(reduction.args[0]))
     dims = _dims(reduction)
     keepdim = reduction.args[2] if len(reduction.args) > 2 else reduction.kwargs.get("keepdim")
     return (set(range(rank)) if dims is None else set(dims)), bool(keepdim)

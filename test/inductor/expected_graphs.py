@@ -7,7 +7,9 @@ Each entry maps a half-open range of torch releases to the graph that
   false-first, so the false branch's subgraph is generated first; its Dynamo test
   base class canonicalizes placeholder order; and extern kernel outputs get a
   dtype check (``assert_tensor_metadata``).
-- torch 2.14 no longer reuses ``nonzero``'s output buffer in place.
+- torch 2.14 no longer reuses ``nonzero``'s output buffer in place. Before, the
+  kernel writes a view of it; an extern kernel's result may start inside its
+  storage, so the view's offset is relative to the result's storage offset.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ ge = ge(sym_size_int, 0)
 _functional_assert_scalar_default = aten._functional_assert_scalar.default(ge, 'u0 >= 0', assert_alignment_default)
 le = le(sym_size_int, 32)
 _functional_assert_scalar_default_1 = aten._functional_assert_scalar.default(le, 'u0 <= 32', _functional_assert_scalar_default)
-as_strided = as_strided(buf1, [sym_size_int, 1], [1, 1], 0)
+sym_storage_offset_default = aten.sym_storage_offset.default(buf1)
+as_strided = as_strided(buf1, [sym_size_int, 1], [1, 1], sym_storage_offset_default)
 triton_kernel(in_out_ptr0=as_strided, xnumel=sym_size_int)
 return as_strided""",
         ("2.14", "2.16"): """\
