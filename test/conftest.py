@@ -117,6 +117,12 @@ def pytest_addoption(parser):
         default=False,
         help="run the full tier: also the tests marked 'full' (CI and the GPU runs do)",
     )
+    parser.addoption(
+        "--ci-release",
+        choices=("oldest", "newest"),
+        default=None,
+        help="CI's share of the tests for this release (.ci/run; see CI_ON_BOTH_RELEASES)",
+    )
 
 
 def pytest_configure(config):
@@ -126,10 +132,9 @@ def pytest_configure(config):
     # tests marked ``full``: the rest of the corpus's programs and modes, the other
     # model cases, and most tests that start fresh processes.
     config.addinivalue_line("markers", "full: in the full tier only (--full)")
-    # CI runs the suite on the oldest and the newest release (``.ci/run``); to stay
-    # within its time, a few costly tests whose subject differs little between
-    # releases run on one of them there. Everywhere else (``nox``, a user's run)
-    # every test runs.
+    # CI shares the full tier between the oldest and the newest release
+    # (``--ci-release``, ``pytest_collection_modifyitems``); these markers pin a test
+    # to one of them.
     config.addinivalue_line("markers", "ci_oldest: in CI, run on the oldest release only")
     config.addinivalue_line("markers", "ci_newest: in CI, run on the newest release only")
 
@@ -239,11 +244,57 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
+#: The files whose default-tier tests CI runs on both releases: those of the
+#: upstream contract that changes between releases (the wrapper's text and graphs,
+#: the overlay's rows and private names, caches, checks, the corpus against
+#: Inductor's own wrapper).
+CI_ON_BOTH_RELEASES = frozenset(
+    {
+        "test/corpus/test_corpus.py",
+        "test/corpus/test_user_kernels.py",
+        "test/inductor/test_fxir_backend.py",
+        "test/inductor/test_fxir_caching.py",
+        "test/inductor/test_fxir_defects.py",
+        "test/inductor/test_fxir_extern_args.py",
+        "test/inductor/test_fxir_outputs.py",
+        "test/inductor/test_fxir_runtime_asserts.py",
+        "test/inductor/test_fxir_sequence.py",
+        "test/inductor/test_upstream_parity.py",
+        "test/test_call_args.py",
+        "test/test_compat.py",
+        "test/test_keypath.py",
+        "test/test_layers.py",
+        "test/test_overlay.py",
+        "test/test_user_kernel_parts.py",
+    }
+)
+
+
+def ci_release(item) -> str | None:
+    """The release CI runs ``item`` on ("oldest" or "newest"), or None for both:
+    a ``ci_oldest``/``ci_newest`` marker, else both for the default-tier tests of
+    ``CI_ON_BOTH_RELEASES``, else one chosen by a stable hash of the test's id, so
+    that each test of the full tier runs in CI, and each run picks the same."""
+    import zlib
+
+    for release in ("oldest", "newest"):
+        if item.get_closest_marker(f"ci_{release}") is not None:
+            return release
+    if item.nodeid.split("::", 1)[0] in CI_ON_BOTH_RELEASES and not item.get_closest_marker("full"):
+        return None
+    return ("oldest", "newest")[zlib.crc32(item.nodeid.encode()) % 2]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Without ``--full``, deselect the tests marked ``full``."""
-    if config.getoption("--full"):
-        return
-    kept = [item for item in items if item.get_closest_marker("full") is None]
+    """Without ``--full``, deselect the tests marked ``full``; with ``--ci-release``,
+    the tests CI runs on the other release."""
+    release = config.getoption("--ci-release")
+    kept = [
+        item
+        for item in items
+        if (config.getoption("--full") or item.get_closest_marker("full") is None)
+        and (release is None or ci_release(item) in (None, release))
+    ]
     if len(kept) < len(items):
         kept_ids = {id(item) for item in kept}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
