@@ -13,7 +13,9 @@ its report to ``DIR/YYYY-MM-DD-<gpu>-<part>.md`` as it goes, its output to
 measured. Test parts run pytest with Inductor's caches on, as users run
 them; ``suite`` runs the whole suite (``--full``) on 8 pytest-xdist workers in an
 order shuffled by ``--seed`` (pytest-randomly), and its report ends with
-``gpu_suite_passed``, ``gpu_suite_failed``, ``gpu_suite_errors`` and the seed.
+``gpu_suite_passed``, ``gpu_suite_failed``, ``gpu_suite_errors`` and the seed;
+``--shard K/N`` runs the K-th of N disjoint parts of it (a report each), for a
+suite longer than one call.
 With several GPUs the parts run side by side, one GPU each (``--lanes``);
 a part that needs two GPUs runs first, on all of them. ``--quick`` runs each
 part's smoke version (on CPU: Triton's interpreter). ``--install-wheels DIR``
@@ -310,6 +312,7 @@ class Session:
         self.steady_only: bool = args.steady_only
         self.pytest_workers: int | None = args.pytest_workers
         self.seed: int = args.seed
+        self.shard: str | None = args.shard
         self.out = Path(args.out)
         self.deadline = time.monotonic() + args.budget_s - MARGIN_S
         self.stopping = threading.Event()
@@ -328,13 +331,15 @@ class Session:
             print(f"{part.name}: {outcome.status} ({outcome.report})", flush=True)
 
     def run_part(self, part: Part, seconds: float, gpus: str | None) -> Outcome:
-        report = harness.result_path(self.out, self.device, part.name)
+        sharded = part.summary is not None and self.shard is not None
+        name = f"{part.name}-{self.shard.replace('/', 'of')}" if sharded else part.name
+        report = harness.result_path(self.out, self.device, name)
         share = Share(
             self.device,
             self.quick,
             seconds,
             report,
-            self.out / "logs" / f"{part.name}.log",
+            self.out / "logs" / f"{name}.log",
             self.steady_only,
         )
         why_not = self._why_not(part, seconds)
@@ -352,6 +357,8 @@ class Session:
             # Shuffled with the session's seed where the part asks; else in file order.
             shuffle = ["-p", "randomly", f"--randomly-seed={self.seed}"]
             arguments += shuffle if part.summary else ["-p", "no:randomly"]
+            if sharded:
+                arguments += ["--shard", self.shard]
             result = harness.run_pytest(
                 arguments,
                 timeout=seconds,
@@ -381,6 +388,7 @@ class Session:
             f"{prefix}_skipped: {counts.get('skipped', 0)}",
             f"{prefix}_xfailed: {counts.get('xfailed', 0)}",
             f"{prefix}_seed: {self.seed}",
+            f"{prefix}_shard: {self.shard or '1/1'}",
             f"{prefix}_complete: {str(complete).lower()}",
         ]
 
@@ -485,6 +493,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="the shuffled test order's seed (pytest-randomly; default: a random one)",
     )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="the shuffled test parts run the K-th of N disjoint parts of their tests "
+        "(test/conftest.py), for a suite longer than one call",
+    )
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(describe(p) for p in PARTS.values()))
@@ -502,6 +517,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--lanes must be at least 1")
     if args.seed is None:
         args.seed = random.randrange(1 << 31)
+    if args.shard is not None:
+        k, _, n = args.shard.partition("/")
+        if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+            parser.error(f"--shard takes K/N with 1 <= K <= N, not {args.shard!r}")
     if args.device is None:
         import torch
 

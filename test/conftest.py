@@ -123,9 +123,27 @@ def pytest_addoption(parser):
         default=None,
         help="CI's share of the tests for this release (.ci/run; see CI_ON_BOTH_RELEASES)",
     )
+    parser.addoption(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="K/N",
+        help="run the K-th of N disjoint parts of the selection (by a stable hash of each "
+        "test's id), for machines that run one part per call",
+    )
+
+
+def _shard(text: str) -> tuple[int, int]:
+    import argparse
+
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"--shard takes K/N with 1 <= K <= N, not {text!r}")
+    return int(k), int(n)
 
 
 def pytest_configure(config):
+    _child_tier[:] = ["--full"] if config.getoption("--full") else []
     config.addinivalue_line("markers", "caches_on: the test needs Inductor's caches on")
     # Two tiers. The default (``python -m pytest -n 2``) keeps at least one
     # end-to-end test of every behaviour, from every test file; ``--full`` adds the
@@ -147,6 +165,8 @@ def caches_forced_off() -> bool:
 #: The outcome of each marked test of a module run in a child process, by node id,
 #: and the child's output: one child per module and test run, not per test.
 _child_runs: dict[str, tuple[dict[str, str], str]] = {}
+#: The tier the children select from: this run's.
+_child_tier: list[str] = []
 
 #: Runs a child pytest (its arguments follow the result path) and writes its
 #: outcomes as JSON to the result path, atomically.
@@ -188,7 +208,7 @@ def _start_child(module: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in FORCE_DISABLE_CACHES}
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_XDIST_WORKER_COUNT"):
         env.pop(name, None)
-    args = ["-q", "-rA", "-p", "no:cacheprovider", "-m", "caches_on", module]
+    args = ["-q", "-rA", "-p", "no:cacheprovider", "-m", "caches_on", *_child_tier, module]
     subprocess.Popen(
         [sys.executable, "-c", _CHILD, result, *args], cwd=Path(__file__).parents[1], env=env
     )
@@ -270,30 +290,36 @@ CI_ON_BOTH_RELEASES = frozenset(
 )
 
 
+def _hash(item) -> int:
+    import zlib
+
+    return zlib.crc32(item.nodeid.encode())
+
+
 def ci_release(item) -> str | None:
     """The release CI runs ``item`` on ("oldest" or "newest"), or None for both:
     a ``ci_oldest``/``ci_newest`` marker, else both for the default-tier tests of
     ``CI_ON_BOTH_RELEASES``, else one chosen by a stable hash of the test's id, so
     that each test of the full tier runs in CI, and each run picks the same."""
-    import zlib
-
     for release in ("oldest", "newest"):
         if item.get_closest_marker(f"ci_{release}") is not None:
             return release
     if item.nodeid.split("::", 1)[0] in CI_ON_BOTH_RELEASES and not item.get_closest_marker("full"):
         return None
-    return ("oldest", "newest")[zlib.crc32(item.nodeid.encode()) % 2]
+    return ("oldest", "newest")[_hash(item) % 2]
 
 
 def pytest_collection_modifyitems(config, items):
     """Without ``--full``, deselect the tests marked ``full``; with ``--ci-release``,
-    the tests CI runs on the other release."""
+    the tests CI runs on the other release; with ``--shard``, the other shards'."""
     release = config.getoption("--ci-release")
+    shard = config.getoption("--shard")
     kept = [
         item
         for item in items
         if (config.getoption("--full") or item.get_closest_marker("full") is None)
         and (release is None or ci_release(item) in (None, release))
+        and (shard is None or _hash(item) % shard[1] == shard[0] - 1)
     ]
     if len(kept) < len(items):
         kept_ids = {id(item) for item in kept}

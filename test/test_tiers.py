@@ -1,0 +1,64 @@
+"""The suite's selections: the tiers, CI's share per release and the GPU runs' shards
+(``conftest.py``), read from pytest's own collection."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import conftest
+import pytest
+
+ROOT = Path(__file__).parents[1]
+#: Two files of the upstream contract (the second with a full-tier test) and one
+#: outside it.
+FILES = ("test/test_compat.py", "test/test_overlay.py", "test/test_misuse.py")
+
+
+def collected(*options: str) -> set[str]:
+    """The ids pytest selects from ``FILES`` with ``options``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-p", "no:randomly", *options, *FILES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {line for line in done.stdout.splitlines() if "::" in line}
+
+
+def test_every_file_named_for_both_releases_exists():
+    missing = [name for name in conftest.CI_ON_BOTH_RELEASES if not (ROOT / name).is_file()]
+    assert not missing, f"CI_ON_BOTH_RELEASES names files that are gone: {missing}"
+
+
+def test_ci_runs_the_full_tier_across_the_two_releases():
+    full = collected("--full")
+    default = collected()
+    oldest = collected("--full", "--ci-release", "oldest")
+    newest = collected("--full", "--ci-release", "newest")
+    assert default < full
+    assert oldest | newest == full
+    both = oldest & newest
+    # On both releases: the default tier of the upstream contract's files, and only it.
+    assert both == {t for t in default if t.startswith(FILES[:2])}
+    elsewhere = full - both
+    assert elsewhere & oldest and elsewhere & newest, "one release ran every other test"
+
+
+@pytest.mark.full
+def test_shards_split_the_selection_into_disjoint_parts():
+    full = collected("--full")
+    shards = [collected("--full", "--shard", f"{k}/3") for k in (1, 2, 3)]
+    assert set().union(*shards) == full
+    assert sum(map(len, shards)) == len(full)
+    assert all(shards), "a shard selected nothing"
+
+
+@pytest.mark.parametrize("shard", ["0/2", "3/2", "1-2", "a/b", "/2"])
+def test_a_malformed_shard_is_refused_naming_the_form(shard):
+    with pytest.raises(argparse.ArgumentTypeError, match="--shard takes K/N with 1 <= K <= N"):
+        conftest._shard(shard)
