@@ -8,13 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-import conftest
 import pytest
 
 ROOT = Path(__file__).parents[1]
 #: Two files of the upstream contract (the second with a full-tier test) and one
 #: outside it.
 FILES = ("test/test_compat.py", "test/test_overlay.py", "test/test_misuse.py")
+
+
+@pytest.fixture(scope="module")
+def conftest(request):
+    """``test/conftest.py`` as pytest loaded it (``import conftest`` may find another)."""
+    module = request.config.pluginmanager.get_plugin(str(ROOT / "test" / "conftest.py"))
+    assert module is not None, "pytest did not load test/conftest.py"
+    return module
 
 
 def collected(*options: str) -> set[str]:
@@ -30,7 +37,7 @@ def collected(*options: str) -> set[str]:
     return {line for line in done.stdout.splitlines() if "::" in line}
 
 
-def test_every_file_named_for_both_releases_exists():
+def test_every_file_named_for_both_releases_exists(conftest):
     missing = [name for name in conftest.CI_ON_BOTH_RELEASES if not (ROOT / name).is_file()]
     assert not missing, f"CI_ON_BOTH_RELEASES names files that are gone: {missing}"
 
@@ -59,6 +66,6 @@ def test_shards_split_the_selection_into_disjoint_parts():
 
 
 @pytest.mark.parametrize("shard", ["0/2", "3/2", "1-2", "a/b", "/2"])
-def test_a_malformed_shard_is_refused_naming_the_form(shard):
+def test_a_malformed_shard_is_refused_naming_the_form(conftest, shard):
     with pytest.raises(argparse.ArgumentTypeError, match="--shard takes K/N with 1 <= K <= N"):
         conftest._shard(shard)
