@@ -78,11 +78,18 @@ def snapshot() -> dict[str, Any]:
     return state
 
 
+#: What a process's first CUDA use sets, as CUDA sets it: a test that initialises
+#: CUDA (absent before) and leaves these values has changed nothing a compile reads.
+CUDA_AS_INITIALISED = {"CUDA device": 0, "CUDA stream": 0, "CUDA stream capturing": False}
+
+
 def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """What differs between two snapshots, one line each."""
     lines = []
     for key in sorted(set(before) | set(after)):
         old, new = before.get(key, "<absent>"), after.get(key, "<absent>")
+        if key not in before and key in CUDA_AS_INITIALISED and new == CUDA_AS_INITIALISED[key]:
+            continue
         if not _same(old, new):
             lines.append(f"{key}: {_short(old)} -> {_short(new)}")
     return lines
