@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,17 +22,25 @@ def conftest(request):
     return module
 
 
+class _Selected:
+    """A plugin that keeps the ids a session selects (after every deselection)."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.ids = {item.nodeid for item in session.items}
+
+
 def collected(*options: str) -> set[str]:
-    """The ids pytest selects from ``FILES`` with ``options``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + ["-p", "no:randomly", *options, *FILES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {line for line in done.stdout.splitlines() if "::" in line}
+    """The ids pytest selects from ``FILES`` with ``options``: a collection in this
+    process (the test modules are imported already), as ``conftest.py`` selects."""
+    selected = _Selected()
+    arguments = ["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    arguments += ["-n", "0", f"--rootdir={ROOT}", *options]
+    code = pytest.main([*arguments, *(str(ROOT / name) for name in FILES)], plugins=[selected])
+    assert code == pytest.ExitCode.OK, f"pytest {' '.join(options)}: exit code {code}"
+    return selected.ids
 
 
 def test_every_file_named_for_both_releases_exists(conftest):
