@@ -535,16 +535,19 @@ def compile_and_check(
 def _compile_counters() -> dict[str, int]:
     from torch._dynamo.utils import counters
 
+    # Every group: where Dynamo skipped a frame or broke the graph before capturing
+    # anything, only ``frames``, ``graph_break`` or ``unimplemented`` say so.
     return {
         f"{group}.{name}": count
-        for group in ("stats", "inductor", "aot_autograd")
-        for name, count in counters[group].items()
+        for group, counted in list(counters.items())
+        for name, count in list(counted.items())
     }
 
 
 def _why_no_graph(counted_before: dict[str, int]) -> str:
     """What Dynamo and Inductor did, and what was registered, when a compile inside
     ``fx_backend`` handed out no FX graph (a diagnosis for the report)."""
+    import torch
     from torch._inductor.codegen import common
 
     from inductor_fx_unbacked.integration import overlay, sharing
@@ -562,9 +565,14 @@ def _why_no_graph(counted_before: dict[str, int]) -> str:
     layers = {
         device: [str(layer.options) for layer in held] for device, held in sharing._layers.items()
     }
+    dynamo = {
+        "stance": repr(getattr(torch._dynamo.eval_frame, "_stance", None)),
+        "eval-frame callback": repr(torch._C._dynamo.eval_frame.get_eval_frame_callback()),
+        "disable": torch._dynamo.config.disable,
+    }
     return (
         f"counters {counted}; wrapper codegens after the compile {registered}; "
-        f"fx_backend layers {layers}; overlay enabled {overlay.is_enabled()}"
+        f"fx_backend layers {layers}; overlay enabled {overlay.is_enabled()}; Dynamo {dynamo}"
     )
 
 

@@ -177,6 +177,8 @@ def test_a_failing_test_reports_no_structured_trace_lines(tmp_path):
         shutil.copy(REPO / "test" / helper, tmp_path / helper)
     (tmp_path / "test_fails.py").write_text(FAILING_TEST)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TRACE", "PYTEST_"))}
+    # The package as this suite imports it, installed or not (the GPU machine runs a copy).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_fails.py"],
         cwd=tmp_path,

@@ -396,6 +396,9 @@ class MismatchedOutputSize(torch.nn.Module):
         return y.sum() - torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
 
 
+ALIGNMENT_CHECK = torch.ops.fx_unbacked.assert_alignment.default
+
+
 def grid_only_nodes(gm):
     """Nodes that only compute launch grids, which differ between devices."""
     grid_nodes = set()
@@ -414,10 +417,19 @@ def grid_only_nodes(gm):
 
 
 def fx_outline(gm):
-    """The graph as code, without launch geometry (grids, block sizes) or devices."""
+    """The graph as code, without launch geometry (grids, block sizes) or devices, nor
+    the checks of inputs' alignment, which Inductor writes for GPU inputs only."""
     skip = grid_only_nodes(gm)
+    # An alignment check passes its token on: its users are shown reading that token.
+    passes_on = {
+        node: node.args[-1]
+        for node in gm.graph.find_nodes(op="call_function", target=ALIGNMENT_CHECK)
+    }
+    skip.update(passes_on)
 
     def fmt(a):
+        while isinstance(a, torch.fx.Node) and a in passes_on:
+            a = passes_on[a]
         if isinstance(a, torch.fx.Node):
             return a.name
         if isinstance(a, (list, tuple)):

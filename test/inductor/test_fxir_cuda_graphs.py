@@ -684,8 +684,9 @@ def test_program_with_cuda_graphs_equals_eager(program):
 def test_two_threads_calling_programs_with_stretches_each_get_their_own_results():
     """A replay's results are the captured graph's memory until the call returns:
     calls from two threads at once take turns, and each gets its own input's result."""
-    program = BY_NAME["P5"]
-    inputs = program.inputs(DEVICE, 1 << 12)
+    p5 = BY_NAME["P5"]
+    program = CorpusProgram("P5", p5.fn, lambda d: p5.inputs(d, 1 << 12))
+    inputs = program.inputs(DEVICE)
     torch._dynamo.reset()
     since = cuda_graphs.next_serial()
     with ifx.fx_backend(DEVICE, cuda_graphs=True), limits(capture_after=1000):
