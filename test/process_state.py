@@ -59,12 +59,12 @@ def snapshot() -> dict[str, Any]:
             torch.backends.cudnn.benchmark,
             torch.backends.cudnn.deterministic,
         ),
-        "environment": {
-            name: value
-            for name, value in os.environ.items()
-            if name.startswith(("TORCH", "TRITON", "PYTORCH", "CUDA", "INDUCTOR"))
-        },
     }
+    state.update(
+        (f"environment {name}", value)
+        for name, value in os.environ.items()
+        if name.startswith(("TORCH", "TRITON", "PYTORCH", "CUDA", "INDUCTOR"))
+    )
     if torch.cuda.is_initialized():
         state["CUDA device"] = torch.cuda.current_device()
         state["CUDA stream"] = torch.cuda.current_stream().cuda_stream
@@ -81,6 +81,18 @@ def snapshot() -> dict[str, Any]:
 #: What a process's first CUDA use sets, as CUDA sets it: a test that initialises
 #: CUDA (absent before) and leaves these values has changed nothing a compile reads.
 CUDA_AS_INITIALISED = {"CUDA device": 0, "CUDA stream": 0, "CUDA stream capturing": False}
+#: Variables that upstream's first Triton compile for a GPU sets once per process
+#: (``torch/_inductor/runtime/compile_tasks.py``: the ptxas and libdevice that match
+#: torch's CUDA, for its compile workers to inherit): appearing, they are not a leak.
+SET_ONCE_BY_UPSTREAM = frozenset(
+    {"environment TRITON_PTXAS_PATH", "environment TRITON_LIBDEVICE_PATH"}
+)
+
+
+def _appears_as_expected(key: str, value: Any) -> bool:
+    if key in CUDA_AS_INITIALISED:
+        return value == CUDA_AS_INITIALISED[key]
+    return key in SET_ONCE_BY_UPSTREAM
 
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -88,7 +100,7 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     lines = []
     for key in sorted(set(before) | set(after)):
         old, new = before.get(key, "<absent>"), after.get(key, "<absent>")
-        if key not in before and key in CUDA_AS_INITIALISED and new == CUDA_AS_INITIALISED[key]:
+        if key not in before and _appears_as_expected(key, new):
             continue
         if not _same(old, new):
             lines.append(f"{key}: {_short(old)} -> {_short(new)}")
