@@ -9,8 +9,9 @@ thread, the CUDA-graph limits), upstream's that the package uses (each device's
 wrapper codegen registration and custom backend passes, Triton's active
 driver), every config a compile reads (Inductor's, Dynamo's, AOTAutograd's,
 ``torch.compiler``'s) and the environment variables torch and Triton read, with
-Dynamo's stance and callback, the tracing and dispatch contexts, grad mode,
-deterministic algorithms, the default dtype and the CUDA device and stream.
+Dynamo's stance and callback, the tracing and dispatch contexts (the fake,
+functional and proxy modes, FX's symbolic tracing), grad mode, deterministic
+algorithms, the default dtype and the CUDA device and stream.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def snapshot() -> dict[str, Any]:
         "tracing context": repr(torch._guards.TracingContext.try_get()),
         "compile context": repr(torch._guards.CompileContext.try_get()),
         "dispatch modes": len(torch.utils._python_dispatch._get_current_dispatch_mode_stack()),
+        # Fake, functional and proxy modes sit outside that stack.
+        "infra dispatch modes": [
+            type(torch._C._get_dispatch_mode(key)).__name__
+            for key in (
+                torch._C._TorchDispatchModeKey.FAKE,
+                torch._C._TorchDispatchModeKey.FUNCTIONAL,
+                torch._C._TorchDispatchModeKey.PROXY,
+            )
+            if torch._C._get_dispatch_mode(key) is not None
+        ],
+        "FX symbolic tracing": torch.fx._symbolic_trace.is_fx_symbolic_tracing(),
         "torch function modes": torch._C._len_torch_function_stack(),
         "float32 matmul precision": torch.get_float32_matmul_precision(),
         "Inductor's virtualized handlers set": sorted(_set_virtualized()),
