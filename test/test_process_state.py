@@ -13,12 +13,12 @@ def test_a_variable_set_by_a_test_is_reported_by_its_name(monkeypatch):
     assert changed == ["environment TORCHINDUCTOR_SOMETHING_NEW: '<absent>' -> '1'"]
 
 
-def test_a_config_changed_by_a_test_is_reported(monkeypatch):
+def test_a_config_changed_by_a_test_is_reported():
     import torch._inductor.config
 
     before = process_state.snapshot()
-    monkeypatch.setattr(torch._inductor.config, "max_autotune", True)
-    changed = process_state.changes(before, process_state.snapshot())
+    with torch._inductor.config.patch(max_autotune=True):
+        changed = process_state.changes(before, process_state.snapshot())
     assert changed == ["torch._inductor.config.max_autotune: False -> True"]
 
 
