@@ -94,9 +94,22 @@ INPUT_SIZE_STRIDE = Check(
     check_input_size_stride,
     passes="{0}.size() == {1} and {0}.stride() == {2}",
 )
-SIZE_STRIDE = Check("assert_size_stride", _size_stride)
-TENSOR_METADATA = Check("assert_tensor_metadata", _tensor_metadata)
-ALIGNMENT = Check("assert_alignment", guards.assert_alignment)
+#: Equal sizes and strides (and dtype) pass; anything else gets upstream's check.
+SIZE_STRIDE = Check(
+    "assert_size_stride", _size_stride, passes="{0}.size() == {1} and {0}.stride() == {2}"
+)
+TENSOR_METADATA = Check(
+    "assert_tensor_metadata",
+    _tensor_metadata,
+    passes="{0} is None or ({0}.dtype == {3} and {0}.size() == {1} and {0}.stride() == {2})",
+)
+#: Upstream's check: the start's byte offset in the storage is a multiple of the
+#: alignment (``storage_offset * itemsize``), and the alignment is not 0.
+ALIGNMENT = Check(
+    "assert_alignment",
+    guards.assert_alignment,
+    passes="{1} != 0 and {0}.storage_offset() * {0}.element_size() % {1} == 0",
+)
 
 
 def checks_by_operator() -> dict[Any, Check]:

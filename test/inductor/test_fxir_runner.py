@@ -245,3 +245,51 @@ class StraightLineTest(FxirTestCase):
         self.assertEqual(outcome(fn, (wrong,)), outcome(gm.forward, (wrong,)))
         self.assertEqual(outcome(fn, (wrong,))[:2], ("raised", AssertionError))
         self.assertIn("graph input 0 (x): expected size (1, 4)", outcome(fn, (wrong,))[2])
+
+    def test_each_checks_fast_path_holds_only_where_the_check_passes(self):
+        """The inlined condition of a check is true only where its operator would not
+        raise, so that skipping the operator changes nothing; where it is false, the
+        operator decides."""
+        from inductor_fx_unbacked.runner import checks
+
+        base = torch.randn(64, device=self.device)
+        layouts = [
+            (base[:16].view(4, 4), (4, 4), (4, 1)),
+            (base[:16].view(4, 4).t(), (4, 4), (4, 1)),
+            (base[:16].view(1, 16), (1, 16), (32, 1)),  # size 1: any stride passes
+            (base[:12].view(3, 4), (4, 4), (4, 1)),
+        ]
+        cases = [(checks.SIZE_STRIDE, (*layout, "op")) for layout in layouts]
+        if _writes_metadata_checks():
+            cases += [
+                (checks.TENSOR_METADATA, (*layout, dtype, "op"))
+                for layout in layouts
+                for dtype in (torch.float32, torch.float64)
+            ]
+            cases.append((checks.TENSOR_METADATA, (None, (1,), (1,), torch.float32, "op")))
+        cases += [
+            (checks.ALIGNMENT, (base[start:], alignment, "op"))
+            for start in (0, 1, 4, 8)
+            for alignment in (16, 4, 0)
+        ]
+        seen = set()
+        for check, args in cases:
+            enforced = outcome(check.enforce, args)
+            fast = check.passes_fn(*args)
+            if fast:
+                self.assertEqual(enforced[0], "returned", (check, args))
+            # Called as the lowered graph calls it: raises what the operator raises.
+            expected = enforced if enforced[0] == "raised" else ("returned", "token")
+            self.assertEqual(outcome(check, (*args, "token")), expected, (check, args))
+            seen.add((check.name, fast, enforced[0]))
+        # Each check is seen passing fast, and raising.
+        for name in {check.name for check, _ in cases}:
+            self.assertIn((name, True, "returned"), seen)
+            self.assertIn((name, False, "raised"), seen)
+
+
+def _writes_metadata_checks():
+    """Torch 2.14+ check an extern output's dtype too (2.10 to 2.13 never write it)."""
+    from inductor_fx_unbacked import _compat
+
+    return hasattr(_compat.runtime_utils, "assert_tensor_metadata")
