@@ -22,6 +22,9 @@ from typing import Any
 
 import torch
 
+#: The fake, functional and proxy modes' slots, outside the dispatch mode stack.
+_INFRA_MODE_KEYS = tuple(torch._C._TorchDispatchModeKey.__members__.values())
+
 
 def snapshot() -> dict[str, Any]:
     """The state, by name; values compare with ``==`` (objects by identity)."""
@@ -51,15 +54,10 @@ def snapshot() -> dict[str, Any]:
         "tracing context": repr(torch._guards.TracingContext.try_get()),
         "compile context": repr(torch._guards.CompileContext.try_get()),
         "dispatch modes": len(torch.utils._python_dispatch._get_current_dispatch_mode_stack()),
-        # Fake, functional and proxy modes sit outside that stack.
         "infra dispatch modes": [
-            type(torch._C._get_dispatch_mode(key)).__name__
-            for key in (
-                torch._C._TorchDispatchModeKey.FAKE,
-                torch._C._TorchDispatchModeKey.FUNCTIONAL,
-                torch._C._TorchDispatchModeKey.PROXY,
-            )
-            if torch._C._get_dispatch_mode(key) is not None
+            type(mode).__name__
+            for mode in map(torch._C._get_dispatch_mode, _INFRA_MODE_KEYS)
+            if mode is not None
         ],
         "FX symbolic tracing": torch.fx._symbolic_trace.is_fx_symbolic_tracing(),
         "torch function modes": torch._C._len_torch_function_stack(),

@@ -94,7 +94,8 @@ INPUT_SIZE_STRIDE = Check(
     check_input_size_stride,
     passes="{0}.size() == {1} and {0}.stride() == {2}",
 )
-#: Equal sizes and strides (and dtype) pass; anything else gets upstream's check.
+#: Equal sizes and strides (and the dtype, for the metadata check) pass; anything
+#: else gets upstream's check.
 SIZE_STRIDE = Check(
     "assert_size_stride", _size_stride, passes="{0}.size() == {1} and {0}.stride() == {2}"
 )
