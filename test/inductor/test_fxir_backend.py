@@ -399,6 +399,17 @@ class MismatchedOutputSize(torch.nn.Module):
 ALIGNMENT_CHECK = torch.ops.fx_unbacked.assert_alignment.default
 
 
+def aligned_outputs(graphs):
+    """The operators whose outputs the graphs check for alignment (the outline leaves
+    those checks out: on a GPU, Inductor checks the inputs too)."""
+    return {
+        node.args[2]
+        for gm in graphs
+        for node in gm.graph.find_nodes(op="call_function", target=ALIGNMENT_CHECK)
+        if node.args[0].op != "placeholder"
+    }
+
+
 def grid_only_nodes(gm):
     """Nodes that only compute launch grids, which differ between devices."""
     grid_nodes = set()
@@ -621,6 +632,7 @@ class UnbackedSymbolDefsTest(FxirTestCase):
             lambda x: torch.nonzero(x > 0) * 2 + 1, [(self.signed(32, 5),), (self.signed(32, 9),)]
         )
         self.assertEqual(fx_outline(gm), expected_graphs.for_this_release("nonzero"))
+        self.assertIn("torch.ops.aten.nonzero.default", aligned_outputs([gm]))
 
     def test_expected_fx_code_cond(self):
         graphs = self.run_fx(
@@ -632,6 +644,7 @@ class UnbackedSymbolDefsTest(FxirTestCase):
             "\n\n".join(fx_outline(gm) for gm in graphs),
             expected_graphs.for_this_release("cond"),
         )
+        self.assertIn("torch.ops.cond", aligned_outputs(graphs))
 
 
 def positives_times_four(x):
