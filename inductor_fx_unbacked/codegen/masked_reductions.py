@@ -128,10 +128,11 @@ def rewrite_masked_reductions(gm: torch.fx.GraphModule) -> list[Outcome]:
     outcomes: list[Outcome] = []
     tried: set[str] = set()
     while True:
-        found = [s for s in masked_selections(gm.graph) if s.node.name not in tried]
+        selections = masked_selections(gm.graph)
+        found = [s for s in selections if s.node.name not in tried]
         if not found:
             break
-        plan = _Plan(gm.graph, found[0], masked_selections(gm.graph))
+        plan = _Plan(gm.graph, found[0], selections)
         tried.update(root.node.name for root in plan.roots)
         why = plan.analyse()
         name = ", ".join(root.node.name for root in plan.roots)

@@ -263,9 +263,9 @@ def register_fx_wrapper(
     sync_free: bool = True,
 ) -> None:
     """Register ``codegen`` (with ``runner``, ``runtime_asserts``, ``cuda_graphs`` and
-    ``sync_free``) as
-    ``device``'s JIT and ``fx_wrapper`` codegen, keeping the device's scheduling and C++
-    wrapper, and its artifact identity as the device's custom backend pass (``caches.py``)."""
+    ``sync_free``) as ``device``'s JIT and ``fx_wrapper`` codegen, keeping the device's
+    scheduling and C++ wrapper, and its artifact identity as the device's custom
+    backend pass (``caches.py``)."""
     options = {
         "runtime_asserts": runtime_asserts,
         "runner": runner,
