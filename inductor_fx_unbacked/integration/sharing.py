@@ -10,6 +10,10 @@ is still compiling. A registration serves every thread, so a thread asking for
 other options while another thread holds the device is refused
 (:class:`FxBackendConflictError`); one thread may nest other options over its
 own, as a stack that is restored in order.
+
+Where a thread enters and leaves, upstream's process-wide "inside a dispatch
+mode" flags are set to that thread's modes (:mod:`.mode_flags`): two threads
+compiling at once can leave them set, and Dynamo then skips every frame.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from . import overlay
+from . import mode_flags, overlay
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +83,13 @@ def holding(options: BackendOptions, apply: Apply) -> Iterator[None]:
     Raises :class:`FxBackendConflictError` when another thread holds the device
     with other options.
     """
+    mode_flags.resync()  # what another thread's modes left set would skip this compile
     layer = _enter(options, apply)
     try:
         yield
     finally:
         _leave(layer)
+        mode_flags.resync()  # and the compiles that come after
 
 
 def _enter(options: BackendOptions, apply: Apply) -> _Layer:

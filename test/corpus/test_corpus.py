@@ -216,7 +216,10 @@ def inductor_aot_error(module, example_inputs):
     kernels, outside the CPU mode), or None where it compiles."""
     torch._dynamo.reset()
     try:
-        torch._inductor.aot_compile(module, example_inputs)
+        # Inductor's AOT build writes the device's description into the config's
+        # metadata dict in place; give it a dict of its own, not the process's.
+        with torch._inductor.config.patch({"aot_inductor.metadata": {}}):
+            torch._inductor.aot_compile(module, example_inputs)
     except Exception as e:  # noqa: BLE001 - the reference's own failure, reported by name
         return e
     return None

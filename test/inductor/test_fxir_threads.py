@@ -33,6 +33,8 @@ if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
 
 #: How long a thread waits for the other at a barrier before the test fails.
 TIMEOUT_S = 600
+#: How long one step of a scripted interleaving waits for the other thread's.
+STEP_TIMEOUT_S = 60
 
 DYNAMO_CONFIG = {"capture_scalar_outputs": True, "capture_dynamic_output_shape_ops": True}
 
@@ -304,3 +306,67 @@ def test_two_threads_run_compiled_graphs_at_the_same_time():
             return body
 
         run_threads(calling(masked_sines), calling(summed_negatives))
+
+
+class _NonInfraMode(torch.utils._python_dispatch.TorchDispatchMode):
+    """A user's mode (not infra, does not ignore compile internals)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def leave_dispatch_mode_flags_set() -> None:
+    """Two threads' modes interleaved as two compiles can interleave them: the user
+    mode enters, the fake mode saves the flags it set, the user mode leaves, and the
+    fake mode puts the saved flags back, with no mode active in any thread."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    user_in, fake_in, user_out = (threading.Event() for _ in range(3))
+
+    def user():
+        try:
+            with _NonInfraMode():
+                user_in.set()
+                assert fake_in.wait(STEP_TIMEOUT_S)
+        finally:
+            user_in.set()  # a failure here does not leave the other thread waiting
+            user_out.set()
+
+    def fake():
+        try:
+            assert user_in.wait(STEP_TIMEOUT_S)
+            with FakeTensorMode():
+                fake_in.set()
+                assert user_out.wait(STEP_TIMEOUT_S)
+        finally:
+            fake_in.set()
+
+    run_threads(user, fake)
+
+
+def doubled_then_masked(x):
+    y = x * 2
+    torch._dynamo.graph_break()
+    return masked_sines(y)
+
+
+def test_dispatch_mode_flags_left_set_by_other_threads_do_not_stop_a_compile():
+    """Upstream keeps "inside a dispatch mode" flags for the whole process; Dynamo
+    skips every frame while they are set. ``fx_backend`` sets them to the compiling
+    thread's modes, so the compile captures its frames and hands out its graphs."""
+    from inductor_fx_unbacked.integration import mode_flags
+
+    leave_dispatch_mode_flags_set()
+    assert any(mode_flags.flags().values()) and not mode_flags.active_modes()
+    with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
+        flags_inside = mode_flags.flags()
+        compiled = torch.compile(doubled_then_masked)
+        for x in inputs():
+            torch.testing.assert_close(compiled(x), doubled_then_masked(x))
+    # Both frames, before and after the break, were compiled; the second one's graph
+    # defines the mask's length.
+    assert len(graphs) >= 2
+    assert any(defines_a_symbol(gm) for gm in graphs)
+    assert not any(flags_inside.values())
+    # Left as the thread's modes say for the compiles that come after.
+    assert not any(mode_flags.flags().values())
