@@ -152,3 +152,22 @@ def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_pa
     floor = text.split("## The compiled-call floor")[1]
     assert re.search(r"^\| P1 \| n/a \| \d+\.\d+ \[", floor, re.M), floor
     assert re.search(r"^geomean_steady_aot_eager_over_eager: \d+\.\d+$", floor, re.M), floor
+
+
+@pytest.mark.full
+def test_launchers_compares_the_direct_call_with_the_aot_module(tmp_path):
+    out = tmp_path / "launchers.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.launchers", "--device", "cpu", "--quick"]
+        + ["--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = out.read_text()
+    assert "## P2: `(x[x > 0] * 2).sum()`" in report
+    assert re.search(r"ms per call \(median\): direct [0-9.]+, aot-module [0-9.]+", report)
+    for backend in ("direct", "aot-module"):
+        assert f"host µs per call by group (cProfile), {backend}: " in report

@@ -110,6 +110,15 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._C._dynamo.guards", "_reinterpret_tensor"),
     Private("torch._C._dynamo.guards", "_empty_strided_cpu"),
     Private("torch._C._dynamo.guards", "_empty_strided_cuda"),
+    # Dispatch modes: a thread's stack and infra slots, and the process-wide flags
+    # beside them that ``integration/mode_flags.py`` keeps true to the thread.
+    Private("torch._C", "_len_torch_dispatch_stack"),
+    Private("torch._C", "_get_dispatch_stack_at"),
+    Private("torch._C", "_get_dispatch_mode"),
+    Private("torch._C", "_TorchDispatchModeKey"),
+    Private("torch.utils._python_dispatch", "_is_in_torch_dispatch_mode"),
+    Private("torch.utils._python_dispatch", "_is_in_non_infra_torch_dispatch_mode"),
+    Private("torch.utils._python_dispatch", "_is_in_any_mode_without_ignore_compile_internals"),
     # Dynamo: how a value becomes a variable (the CPU mode's user kernels).
     Private("torch._dynamo.variables.builder:VariableBuilder", "_wrap"),
     # Inductor's IR: the masked loader of a split reduction's first stage.

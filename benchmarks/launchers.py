@@ -1,0 +1,142 @@
+"""Which launcher each kernel of an artifact runs with: ``ifx.compile``'s and the AOT module's.
+
+For each program, in one process: the program compiled by ``ifx.compile``
+(``direct``) and by ``aot_compile(..., fx_wrapper=True)`` inside ``fx_backend``
+(``aot-module``), each called a few times, then per kernel launch of the
+lowered runner: the launcher it settled on (Inductor's static CUDA launcher or
+Triton's), whether the kernel stores its cubin, and how many launchers and compile
+results its autotuner kept. Then the median time per call of each, calls
+interleaved, each between device synchronisations, and a profile of the host
+time per call (own time of each function, grouped by where it is defined).
+
+    python -m benchmarks.launchers --out benchmarks/results/DATE-h200-launchers.md
+    python -m benchmarks.launchers --device cpu --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from typing import Any
+
+from benchmarks import harness
+from benchmarks.data_dependent import aot_module, median, setup
+from benchmarks.entry_path import group
+
+
+def recorded_launches(call: Any, args: tuple[Any, ...]) -> list[Any]:
+    """The lowered runner's launches that one call goes through (its first calls)."""
+    from inductor_fx_unbacked.runner import tuning
+
+    seen: list[Any] = []
+    original = tuning.Launch.launch
+
+    def launch(self: Any, *launch_args: Any, stream: int) -> None:
+        seen.append(self)
+        original(self, *launch_args, stream=stream)
+
+    tuning.Launch.launch = launch  # type: ignore[method-assign]
+    try:
+        call(*args)
+    finally:
+        tuning.Launch.launch = original  # type: ignore[method-assign]
+    return seen
+
+
+def describe(launch: Any) -> str:
+    tuner = launch.tuner
+    launcher = launch.launcher
+    kind = (
+        "none" if launcher is None else getattr(launcher, "__qualname__", type(launcher).__name__)
+    )
+    results = [type(r).__name__ for r in getattr(tuner, "compile_results", [])]
+    store_cubin = tuner.inductor_meta.get("store_cubin")
+    return (
+        f"`{launch.__name__}`: launcher {kind}; store_cubin {store_cubin}; "
+        f"{len(getattr(tuner, 'launchers', []))} launchers; compile results {results}"
+    )
+
+
+def per_call_ms(
+    calls: dict[str, Any], args: tuple[Any, ...], sync: Any, seconds: float
+) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for name, call in calls.items():
+            sync()
+            start = time.perf_counter()
+            call(*args)
+            sync()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: median(values) for name, values in times.items()}
+
+
+def host_profile(call: Any, args: tuple[Any, ...], calls: int) -> dict[str, float]:
+    """Own time per call (µs) by group, from cProfile."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        call(*args)
+    profile.disable()
+    totals: dict[str, float] = {}
+    for (filename, _, _), (_, _, own, _, _) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        name = group(filename)
+        totals[name] = totals.get(name, 0.0) + own * 1e6 / calls
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--programs", nargs="*", default=["P2", "P3", "P5"])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--quick", action="store_true", help="P2 on tiny inputs (a smoke run)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.programs, args.n, args.seconds = ["P2"], 1000, 0.2
+
+    import torch
+
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked.demo.programs import BY_NAME
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    n = args.n if device == "cuda" else min(args.n, 4096)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    setup()
+    report = harness.Report(
+        args.out,
+        "Launchers of ifx.compile's artifact and of the AOT module",
+        harness.environment_lines(device, f"- Inputs of {n} elements."),
+    )
+    for name in args.programs:
+        program = BY_NAME[name]
+        example = program.inputs(device, n)[0]
+        calls = {
+            "direct": ifx.compile(program.fn, *example),
+            "aot-module": aot_module(program, example, device),
+        }
+        report.add("", f"## {name}: `{program.source}`", "")
+        for backend, call in calls.items():
+            for _ in range(3):
+                call(*example)
+            report.add(f"- {backend}:")
+            report.add(*(f"  - {describe(launch)}" for launch in recorded_launches(call, example)))
+        ms = per_call_ms(calls, example, sync, args.seconds)
+        report.add("- ms per call (median): " + ", ".join(f"{k} {v:.4f}" for k, v in ms.items()))
+        for backend, call in calls.items():
+            profile = host_profile(call, example, 200)
+            shown = ", ".join(f"{k} {v:.1f}" for k, v in profile.items())
+            report.add(f"- host µs per call by group (cProfile), {backend}: {shown}")
+    print(report.text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
