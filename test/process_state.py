@@ -10,9 +10,9 @@ wrapper codegen registration and custom backend passes, Triton's active
 driver), every config a compile reads (Inductor's, Dynamo's, AOTAutograd's,
 ``torch.compiler``'s) and the environment variables torch and Triton read, with
 Dynamo's stance and callback, the tracing and dispatch contexts (the fake,
-functional and proxy modes, upstream's process-wide flags of them, FX's symbolic
-tracing), grad mode, deterministic algorithms, the default dtype and the CUDA
-device and stream.
+functional and proxy modes, upstream's process-wide flags of them and Dynamo's
+eval-frame override, FX's symbolic tracing), grad mode, deterministic
+algorithms, the default dtype and the CUDA device and stream.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def snapshot() -> dict[str, Any]:
     """The state, by name; values compare with ``==`` (objects by identity)."""
     from torch._inductor.codegen import common
 
-    from inductor_fx_unbacked.integration import mode_flags, overlay, recording, sharing
+    from inductor_fx_unbacked.integration import overlay, recording, sharing, thread_flags
     from inductor_fx_unbacked.runner import cuda_graphs
 
     # The registration every compile makes first, once per process.
@@ -60,8 +60,8 @@ def snapshot() -> dict[str, Any]:
             for mode in map(torch._C._get_dispatch_mode, _INFRA_MODE_KEYS)
             if mode is not None
         ],
-        # Process-wide beside the per-thread stacks; Dynamo skips frames while set.
-        "dispatch-mode flags": mode_flags.flags(),
+        # Process-wide, set and restored around calls; Dynamo skips frames while set.
+        "upstream's thread flags": thread_flags.flags(),
         "FX symbolic tracing": torch.fx._symbolic_trace.is_fx_symbolic_tracing(),
         "torch function modes": torch._C._len_torch_function_stack(),
         "float32 matmul precision": torch.get_float32_matmul_precision(),

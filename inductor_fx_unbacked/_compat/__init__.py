@@ -338,3 +338,36 @@ TRITON_WARNS_UNSET_FP_FUSION = _triton_warns_unset_fp_fusion()
 def forward_hooks(module: torch.nn.Module) -> tuple[dict[int, Any], dict[int, Any]]:
     """A module's forward hooks and forward pre-hooks (``nn.Module`` keeps them privately)."""
     return module._forward_hooks, module._forward_pre_hooks
+
+
+# Dynamo's eval-frame override (torch 2.11; 2.10, 2.13 and 2.15 have none): each
+# call of a ``fullgraph=True`` function sets it, process-wide, to skip the frames
+# its compiled code calls, and restores the value it found. Setting it returns
+# the previous value, which is the only way to read it.
+_SET_EVAL_FRAME_OVERRIDE = getattr(torch._C._dynamo.eval_frame, "set_eval_frame_override", None)
+
+
+def eval_frame_override() -> str | None:
+    """The override's name (``NONE``, ``SKIP``, ``ERROR``), or None where the release
+    has no override."""
+    if _SET_EVAL_FRAME_OVERRIDE is None:
+        return None
+    none = torch._C._dynamo.eval_frame._EvalFrameOverride.NONE
+    current = _SET_EVAL_FRAME_OVERRIDE(none)
+    _SET_EVAL_FRAME_OVERRIDE(current)
+    return current.name
+
+
+def clear_eval_frame_override() -> str | None:
+    """Set the override to none; the name of what it was where that differed, else None."""
+    if _SET_EVAL_FRAME_OVERRIDE is None:
+        return None
+    none = torch._C._dynamo.eval_frame._EvalFrameOverride.NONE
+    previous = _SET_EVAL_FRAME_OVERRIDE(none)
+    return None if previous == none else previous.name
+
+
+def set_eval_frame_override(name: str) -> None:
+    """Set the override by name (tests leave it as another thread's call would)."""
+    assert _SET_EVAL_FRAME_OVERRIDE is not None, "this release has no eval-frame override"
+    _SET_EVAL_FRAME_OVERRIDE(getattr(torch._C._dynamo.eval_frame._EvalFrameOverride, name))

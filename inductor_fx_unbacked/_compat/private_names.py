@@ -111,7 +111,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._C._dynamo.guards", "_empty_strided_cpu"),
     Private("torch._C._dynamo.guards", "_empty_strided_cuda"),
     # Dispatch modes: a thread's stack and infra slots, and the process-wide flags
-    # beside them that ``integration/mode_flags.py`` keeps true to the thread.
+    # beside them that ``integration/thread_flags.py`` keeps true to the thread.
     Private("torch._C", "_len_torch_dispatch_stack"),
     Private("torch._C", "_get_dispatch_stack_at"),
     Private("torch._C", "_get_dispatch_mode"),
@@ -119,6 +119,9 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.utils._python_dispatch", "_is_in_torch_dispatch_mode"),
     Private("torch.utils._python_dispatch", "_is_in_non_infra_torch_dispatch_mode"),
     Private("torch.utils._python_dispatch", "_is_in_any_mode_without_ignore_compile_internals"),
+    # Dynamo's eval-frame override, set around calls of fullgraph=True functions.
+    Private("torch._C._dynamo.eval_frame", "set_eval_frame_override", checked_on="2.11"),
+    Private("torch._C._dynamo.eval_frame", "_EvalFrameOverride", checked_on="2.11"),
     # Dynamo: how a value becomes a variable (the CPU mode's user kernels).
     Private("torch._dynamo.variables.builder:VariableBuilder", "_wrap"),
     # Inductor's IR: the masked loader of a split reduction's first stage.

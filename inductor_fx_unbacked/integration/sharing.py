@@ -11,9 +11,10 @@ other options while another thread holds the device is refused
 (:class:`FxBackendConflictError`); one thread may nest other options over its
 own, as a stack that is restored in order.
 
-Where a thread enters and leaves, upstream's process-wide "inside a dispatch
-mode" flags are set to that thread's modes (:mod:`.mode_flags`): two threads
-compiling at once can leave them set, and Dynamo then skips every frame.
+Where a thread enters and leaves, upstream's process-wide flags that calls in
+other threads set and restore (the dispatch-mode flags; Dynamo's eval-frame
+override on torch 2.11) are set to that thread's state (:mod:`.thread_flags`):
+two threads' calls can leave them set, and Dynamo then skips frames.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from . import mode_flags, overlay
+from . import overlay, thread_flags
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,13 +84,13 @@ def holding(options: BackendOptions, apply: Apply) -> Iterator[None]:
     Raises :class:`FxBackendConflictError` when another thread holds the device
     with other options.
     """
-    mode_flags.resync()  # what another thread's modes left set would skip this compile
+    thread_flags.resync()  # what another thread's calls left set would skip this compile
     layer = _enter(options, apply)
     try:
         yield
     finally:
         _leave(layer)
-        mode_flags.resync()  # and the compiles that come after
+        thread_flags.resync()  # and the compiles that come after
 
 
 def _enter(options: BackendOptions, apply: Apply) -> _Layer:

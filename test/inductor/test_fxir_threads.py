@@ -24,6 +24,7 @@ from torch._inductor import config
 from torch._inductor.codegen import common
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked import _compat
 from inductor_fx_unbacked.artifact.kernels import owned_kernels
 from inductor_fx_unbacked.demo.programs import signed
 
@@ -354,12 +355,12 @@ def test_dispatch_mode_flags_left_set_by_other_threads_do_not_stop_a_compile():
     """Upstream keeps "inside a dispatch mode" flags for the whole process; Dynamo
     skips every frame while they are set. ``fx_backend`` sets them to the compiling
     thread's modes, so the compile captures its frames and hands out its graphs."""
-    from inductor_fx_unbacked.integration import mode_flags
+    from inductor_fx_unbacked.integration import thread_flags
 
     leave_dispatch_mode_flags_set()
-    assert any(mode_flags.flags().values()) and not mode_flags.active_modes()
+    assert any(thread_flags.dispatch_mode_flags().values()) and not thread_flags.active_modes()
     with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
-        flags_inside = mode_flags.flags()
+        flags_inside = thread_flags.dispatch_mode_flags()
         compiled = torch.compile(doubled_then_masked)
         for x in inputs():
             torch.testing.assert_close(compiled(x), doubled_then_masked(x))
@@ -369,4 +370,26 @@ def test_dispatch_mode_flags_left_set_by_other_threads_do_not_stop_a_compile():
     assert any(defines_a_symbol(gm) for gm in graphs)
     assert not any(flags_inside.values())
     # Left as the thread's modes say for the compiles that come after.
-    assert not any(mode_flags.flags().values())
+    assert not any(thread_flags.dispatch_mode_flags().values())
+
+
+@pytest.mark.skipif(
+    _compat.eval_frame_override() is None, reason="this torch has no eval-frame override (2.11 has)"
+)
+def test_an_eval_frame_override_left_by_other_threads_does_not_stop_a_compile():
+    """Each call of a ``fullgraph=True`` function sets Dynamo's process-wide override
+    to skip the frames its compiled code calls, and restores what it found; two
+    threads' calls can leave it at "skip" (as here). ``fx_backend`` clears it, so
+    the compile captures the frame after the break too."""
+    from inductor_fx_unbacked.integration import thread_flags
+
+    _compat.set_eval_frame_override("SKIP")
+    with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
+        override_inside = thread_flags.flags()["eval-frame override"]
+        compiled = torch.compile(doubled_then_masked)
+        for x in inputs():
+            torch.testing.assert_close(compiled(x), doubled_then_masked(x))
+    assert len(graphs) >= 2
+    assert any(defines_a_symbol(gm) for gm in graphs)
+    assert override_inside == "NONE"
+    assert thread_flags.flags()["eval-frame override"] == "NONE"
