@@ -27,23 +27,23 @@ from benchmarks.data_dependent import aot_module, median, setup
 from benchmarks.entry_path import group
 
 
-def recorded_launches(call: Any, args: tuple[Any, ...]) -> list[Any]:
-    """The lowered runner's launches that one call goes through (its first calls)."""
+def live_launches() -> dict[int, Any]:
+    """Every launch object of the lowered runner alive in the process, by id."""
+    import gc
+
     from inductor_fx_unbacked.runner import tuning
 
-    seen: list[Any] = []
-    original = tuning.Launch.launch
+    # ``type(o)``, not ``isinstance``: a dead weak proxy among the objects raises.
+    return {id(o): o for o in gc.get_objects() if type(o) is tuning.Launch}
 
-    def launch(self: Any, *launch_args: Any, stream: int) -> None:
-        seen.append(self)
-        original(self, *launch_args, stream=stream)
 
-    tuning.Launch.launch = launch  # type: ignore[method-assign]
-    try:
+def launches_of(call: Any, args: tuple[Any, ...], calls: int = 3) -> list[Any]:
+    """The launches that an artifact's first calls made (the runner lowers a graph,
+    and so makes its launches, when it is first called)."""
+    before = live_launches()
+    for _ in range(calls):
         call(*args)
-    finally:
-        tuning.Launch.launch = original  # type: ignore[method-assign]
-    return seen
+    return [launch for key, launch in live_launches().items() if key not in before]
 
 
 def describe(launch: Any) -> str:
@@ -124,10 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         report.add("", f"## {name}: `{program.source}`", "")
         for backend, call in calls.items():
-            for _ in range(3):
-                call(*example)
             report.add(f"- {backend}:")
-            report.add(*(f"  - {describe(launch)}" for launch in recorded_launches(call, example)))
+            report.add(*(f"  - {describe(launch)}" for launch in launches_of(call, example)))
         ms = per_call_ms(calls, example, sync, args.seconds)
         report.add("- ms per call (median): " + ", ".join(f"{k} {v:.4f}" for k, v in ms.items()))
         for backend, call in calls.items():
