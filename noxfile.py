@@ -93,4 +93,6 @@ def tests(session: nox.Session, torch: str) -> None:
     pytest_args = session.posargs or ["-n", "2", "--full"]
     if not session.posargs and os.environ.get("IFX_CI") == "1":
         pytest_args += ["--ci-release", "oldest" if torch == OLDEST else "newest"]
+        # CI has 12 minutes: its log names the slowest tests, where time is won back.
+        pytest_args += ["--durations=15"]
     session.run("python", "-m", "pytest", *pytest_args)

@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--quick", action="store_true", help="P2 on tiny inputs (a smoke run)")
     args = parser.parse_args(argv)
+    profiled_calls = 200
     if args.quick:
-        args.programs, args.n, args.seconds = ["P2"], 1000, 0.2
+        args.programs, args.n, args.seconds, profiled_calls = ["P2"], 1000, 0.1, 10
 
     import torch
 
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         ms = per_call_ms(calls, example, sync, args.seconds)
         report.add("- ms per call (median): " + ", ".join(f"{k} {v:.4f}" for k, v in ms.items()))
         for backend, call in calls.items():
-            profile = host_profile(call, example, 200)
+            profile = host_profile(call, example, profiled_calls)
             shown = ", ".join(f"{k} {v:.1f}" for k, v in profile.items())
             report.add(f"- host µs per call by group (cProfile), {backend}: {shown}")
     print(report.text)
