@@ -45,7 +45,6 @@ def measure(program: Any, device: str, n: int, calls: int) -> dict[str, Any]:
     import torch
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked.demo.programs import synchronize
 
     first, _ = program.inputs(device, n)
     with ifx.fx_backend(device):
@@ -61,28 +60,46 @@ def measure(program: Any, device: str, n: int, calls: int) -> dict[str, Any]:
     for fn in runs.values():
         for _ in range(3):
             fn(*first)
+    times = interleaved_seconds(runs, first, device, calls)
+    return {
+        "us": {name: median(values) * 1e6 for name, values in times.items()},
+        "entry_us": median([a - b for a, b in zip(times["fx"], times["direct"])]) * 1e6,
+        "profile_us": host_profile_us(compiled, first, device, calls),
+    }
+
+
+def interleaved_seconds(
+    runs: dict[str, Any], args: tuple[Any, ...], device: str, calls: int
+) -> dict[str, list[float]]:
+    """Seconds per call of each run, calls interleaved, each between device syncs."""
+    from inductor_fx_unbacked.demo.programs import synchronize
+
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(calls):
         for name, fn in runs.items():
             synchronize(device)
             start = time.perf_counter()
-            fn(*first)
+            fn(*args)
             synchronize(device)
             times[name].append(time.perf_counter() - start)
+    return times
+
+
+def host_profile_us(fn: Any, args: tuple[Any, ...], device: str, calls: int) -> dict[str, float]:
+    """Host µs per call of ``fn`` by where the functions are defined (cProfile's own
+    time of each function, grouped by ``group``)."""
+    from inductor_fx_unbacked.demo.programs import synchronize
+
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(calls):
-        compiled(*first)
+        fn(*args)
     synchronize(device)
     profile.disable()
     spent: dict[str, float] = {}
     for (filename, _, _), row in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
         spent[group(filename)] = spent.get(group(filename), 0.0) + row[2]
-    return {
-        "us": {name: median(values) * 1e6 for name, values in times.items()},
-        "entry_us": median([a - b for a, b in zip(times["fx"], times["direct"])]) * 1e6,
-        "profile_us": {name: seconds / calls * 1e6 for name, seconds in spent.items()},
-    }
+    return {name: seconds / calls * 1e6 for name, seconds in spent.items()}
 
 
 def main() -> int:

@@ -16,15 +16,12 @@ time per call (own time of each function, grouped by where it is defined).
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import sys
-import time
 from typing import Any
 
 from benchmarks import harness
 from benchmarks.data_dependent import aot_module, median, setup
-from benchmarks.entry_path import group
+from benchmarks.entry_path import host_profile_us, interleaved_seconds
 
 
 def live_launches() -> dict[int, Any]:
@@ -60,47 +57,18 @@ def describe(launch: Any) -> str:
     )
 
 
-def per_call_ms(
-    calls: dict[str, Any], args: tuple[Any, ...], sync: Any, seconds: float
-) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        for name, call in calls.items():
-            sync()
-            start = time.perf_counter()
-            call(*args)
-            sync()
-            times[name].append((time.perf_counter() - start) * 1e3)
-    return {name: median(values) for name, values in times.items()}
-
-
-def host_profile(call: Any, args: tuple[Any, ...], calls: int) -> dict[str, float]:
-    """Own time per call (µs) by group, from cProfile."""
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(calls):
-        call(*args)
-    profile.disable()
-    totals: dict[str, float] = {}
-    for (filename, _, _), (_, _, own, _, _) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
-        name = group(filename)
-        totals[name] = totals.get(name, 0.0) + own * 1e6 / calls
-    return dict(sorted(totals.items(), key=lambda item: -item[1]))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=None)
     parser.add_argument("--programs", nargs="*", default=["P2", "P3", "P5"])
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--calls", type=int, default=500, help="timed calls of each way")
     parser.add_argument("--out", default=None)
     parser.add_argument("--quick", action="store_true", help="P2 on tiny inputs (a smoke run)")
     args = parser.parse_args(argv)
-    profiled_calls = 200
+    timed_calls, profiled_calls = args.calls, 200
     if args.quick:
-        args.programs, args.n, args.seconds, profiled_calls = ["P2"], 1000, 0.1, 10
+        args.programs, args.n, timed_calls, profiled_calls = ["P2"], 1000, 5, 10
 
     import torch
 
@@ -109,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     n = args.n if device == "cuda" else min(args.n, 4096)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     setup()
     report = harness.Report(
         args.out,
@@ -127,10 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         for backend, call in calls.items():
             report.add(f"- {backend}:")
             report.add(*(f"  - {describe(launch)}" for launch in launches_of(call, example)))
-        ms = per_call_ms(calls, example, sync, args.seconds)
+        times = interleaved_seconds(calls, example, device, timed_calls)
+        ms = {name: median(values) * 1e3 for name, values in times.items()}
         report.add("- ms per call (median): " + ", ".join(f"{k} {v:.4f}" for k, v in ms.items()))
         for backend, call in calls.items():
-            profile = host_profile(call, example, profiled_calls)
+            profile = dict(
+                sorted(
+                    host_profile_us(call, example, device, profiled_calls).items(),
+                    key=lambda item: -item[1],
+                )
+            )
             shown = ", ".join(f"{k} {v:.1f}" for k, v in profile.items())
             report.add(f"- host µs per call by group (cProfile), {backend}: {shown}")
     print(report.text)
