@@ -44,12 +44,14 @@ def launches_of(call: Any, args: tuple[Any, ...], calls: int = 3) -> list[Any]:
 
 
 def describe(launch: Any) -> str:
+    from inductor_fx_unbacked import _compat
+
     tuner = launch.tuner
     launcher = launch.launcher
     kind = (
         "none" if launcher is None else getattr(launcher, "__qualname__", type(launcher).__name__)
     )
-    results = [type(r).__name__ for r in getattr(tuner, "compile_results", [])]
+    results = [type(r).__name__ for r in _compat.compile_results(tuner)]
     store_cubin = tuner.inductor_meta.get("store_cubin")
     return (
         f"`{launch.__name__}`: launcher {kind}; store_cubin {store_cubin}; "

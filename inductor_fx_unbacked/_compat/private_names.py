@@ -112,8 +112,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._C._dynamo.guards", "_empty_strided_cuda"),
     # Dispatch modes: a thread's stack and infra slots, and the process-wide flags
     # beside them that ``integration/thread_flags.py`` keeps true to the thread.
-    Private("torch._C", "_len_torch_dispatch_stack"),
-    Private("torch._C", "_get_dispatch_stack_at"),
+    Private("torch.utils._python_dispatch", "_get_current_dispatch_mode_stack"),
     Private("torch._C", "_get_dispatch_mode"),
     Private("torch._C", "_TorchDispatchModeKey"),
     Private("torch.utils._python_dispatch", "_is_in_torch_dispatch_mode"),

@@ -51,11 +51,10 @@ _FLAGS = {
 
 def active_modes() -> list[object]:
     """The calling thread's dispatch modes: the user stack and the infra slots."""
-    depth = torch._C._len_torch_dispatch_stack()
-    stack = [torch._C._get_dispatch_stack_at(i) for i in range(depth)]
+    stack = _python_dispatch._get_current_dispatch_mode_stack()
     keys = torch._C._TorchDispatchModeKey.__members__.values()
     infra = [torch._C._get_dispatch_mode(key) for key in keys]
-    return [mode for mode in (*stack, *infra) if mode is not None]
+    return [*stack, *(mode for mode in infra if mode is not None)]
 
 
 def dispatch_mode_flags() -> dict[str, bool]:
