@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -204,11 +205,11 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
             if node.op != "output" and "val" not in node.meta
         ],
         "lowered": len(lowered),
-        "new_triton_cache_entries": len(_entries(triton_cache) - triton_entries),
+        "new_triton_cache_entries": len(_compiled_entries(triton_cache, triton_entries)),
         # What they hold (a kernel's binary, or a launcher's), for a failure's message.
         "new_triton_cache_files": sorted(
             f"{entry}/{name}"
-            for entry in _entries(triton_cache) - triton_entries
+            for entry in _compiled_entries(triton_cache, triton_entries)
             for name in os.listdir(os.path.join(triton_cache, entry))
         ),
         "counters": {
@@ -229,6 +230,24 @@ def _entries(directory: str | None) -> set[str]:
     if not directory or not os.path.isdir(directory):
         return set()
     return set(os.listdir(directory))
+
+
+# Triton's driver builds its helper module (``cuda_utils``, ``hip_utils``) once per
+# process, in the cache dir of the moment: a process whose driver started under
+# another cache dir (a pytest worker, after earlier tests) leaves none in this one.
+_DRIVER_UTILS = re.compile(r"(cuda|hip)_utils\..*\.(so|pyd)")
+
+
+def _compiled_entries(directory: str | None, before: set[str]) -> set[str]:
+    """The cache entries added since ``before`` that hold what a program compiled:
+    kernels and their launchers, not the driver's helper module."""
+    return {
+        entry
+        for entry in _entries(directory) - before
+        if not all(
+            _DRIVER_UTILS.fullmatch(name) for name in os.listdir(os.path.join(directory, entry))
+        )
+    }
 
 
 def run_in_new_process(scenario: str, device: str, *, uuidless: bool = False) -> dict[str, Any]:
