@@ -16,6 +16,7 @@ time per call (own time of each function, grouped by where it is defined).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -25,28 +26,37 @@ from benchmarks.entry_path import host_profile_us, interleaved_seconds
 
 
 def live_launches() -> dict[int, Any]:
-    """Every launch object of the lowered runner alive in the process, by id."""
+    """Every launch object of the lowered runner alive in the process, by id: through
+    the autotuner's launchers, or through Triton's ``kernel[grid](...)``."""
     import gc
 
-    from inductor_fx_unbacked.runner import tuning
+    from inductor_fx_unbacked.runner import lowering, tuning
 
+    kinds = (tuning.Launch, lowering._InterpretedLaunch)
     # ``type(o)``, not ``isinstance``: a dead weak proxy among the objects raises.
-    return {id(o): o for o in gc.get_objects() if type(o) is tuning.Launch}
+    return {id(o): o for o in gc.get_objects() if type(o) in kinds}
 
 
-def launches_of(call: Any, args: tuple[Any, ...], calls: int = 3) -> list[Any]:
-    """The launches that an artifact's first calls made (the runner lowers a graph,
-    and so makes its launches, when it is first called)."""
+def compiled_with_launches(
+    build: Any, args: tuple[Any, ...], calls: int = 3
+) -> tuple[Any, list[Any]]:
+    """An artifact built by ``build()``, and the launches that its compile and first
+    calls made (``ifx.compile`` lowers its graphs when it compiles; the AOT module,
+    when it is first called)."""
     before = live_launches()
+    call = build()
     for _ in range(calls):
         call(*args)
-    return [launch for key, launch in live_launches().items() if key not in before]
+    return call, [launch for key, launch in live_launches().items() if key not in before]
 
 
 def describe(launch: Any) -> str:
     from inductor_fx_unbacked import _compat
 
-    tuner = launch.tuner
+    tuner = getattr(launch, "tuner", None)
+    if tuner is None:
+        kernel = type(launch.kernel).__name__
+        return f"`{launch.__name__}`: Triton's `kernel[grid](...)` ({kernel}), no autotuner"
     launcher = launch.launcher
     kind = (
         "none" if launcher is None else getattr(launcher, "__qualname__", type(launcher).__name__)
@@ -88,14 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.programs:
         program = BY_NAME[name]
         example = program.inputs(device, n)[0]
-        calls = {
-            "direct": ifx.compile(program.fn, *example),
-            "aot-module": aot_module(program, example, device),
+        builds = {
+            "direct": functools.partial(ifx.compile, program.fn, *example),
+            "aot-module": functools.partial(aot_module, program, example, device),
         }
         report.add("", f"## {name}: `{program.source}`", "")
-        for backend, call in calls.items():
-            report.add(f"- {backend}:")
-            report.add(*(f"  - {describe(launch)}" for launch in launches_of(call, example)))
+        calls = {}
+        for backend, build in builds.items():
+            calls[backend], launches = compiled_with_launches(build, example)
+            report.add(f"- {backend}: {len(launches)} kernel launches")
+            report.add(*(f"  - {describe(launch)}" for launch in launches))
         times = interleaved_seconds(calls, example, device, timed_calls)
         ms = {name: median(values) * 1e3 for name, values in times.items()}
         report.add("- ms per call (median): " + ", ".join(f"{k} {v:.4f}" for k, v in ms.items()))

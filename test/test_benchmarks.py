@@ -172,5 +172,10 @@ def test_launchers_compares_the_direct_call_with_the_aot_module(tmp_path):
     report = out.read_text()
     assert "## P2: `(x[x > 0] * 2).sum()`" in report
     assert re.search(r"ms per call \(median\): direct [0-9.]+, aot-module [0-9.]+", report)
+    # Each artifact's launches are listed (P2 runs a Triton kernel: the mask's count).
+    for backend in ("direct", "aot-module"):
+        launches = re.search(rf"^- {backend}: (\d+) kernel launches$", report, re.M)
+        assert launches and int(launches[1]) >= 1, report
+    assert re.search(r"^  - `triton_\w+`: ", report, re.M), report
     for backend in ("direct", "aot-module"):
         assert f"host µs per call by group (cProfile), {backend}: " in report
