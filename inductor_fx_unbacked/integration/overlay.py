@@ -98,7 +98,7 @@ def patches() -> list[Patch]:
     from ..codegen import indexing, masked_reductions, reductions
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
-    from . import cpu_mode, partitions
+    from . import aot_config, cpu_mode, partitions
 
     return [
         # Part 1 and 2: the line, and its text.
@@ -155,6 +155,8 @@ def patches() -> list[Patch]:
         replace(compile_fx, indexing.select_decomp_table),
         # Reductions over masked selections without the selection (no host sync).
         wrap(compile_fx, masked_reductions.rewriting_masked_reductions, "post_grad_passes"),
+        # AOT compiles with an FX wrapper keep the static launcher (no stored cubins).
+        wrap(compile_fx, aot_config.keeping_cubins_unstored, "get_cpp_wrapper_config"),
         # No graph partitions under the FX wrapper (mode="reduce-overhead").
         wrap(compile_fx, partitions.without_graph_partitions, "maybe_disable_graph_partition"),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
