@@ -179,3 +179,22 @@ def test_launchers_compares_the_direct_call_with_the_aot_module(tmp_path):
     assert re.search(r"^  - `triton_\w+`: ", report, re.M), report
     for backend in ("direct", "aot-module"):
         assert f"host µs per call by group (cProfile), {backend}: " in report
+
+
+@pytest.mark.full
+def test_the_compaction_probe_equals_eager_and_reports_its_ratio(tmp_path):
+    from benchmarks import compaction
+
+    out = tmp_path / "compaction.md"
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # The Dynamo options that the benchmark sets for its programs are put back afterwards.
+    dynamo = torch._dynamo.config
+    options = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "cache_size_limit")
+    with dynamo.patch({name: getattr(dynamo, name) for name in options}):
+        assert compaction.main(["--device", device, "--quick", "--out", str(out)]) == 0
+    report = out.read_text()
+    # Each way was checked against eager on two inputs that keep different counts.
+    kept = re.search(r"equals eager on inputs keeping \[(\d+), (\d+)\] rows", report)
+    assert kept and kept[1] != kept[2], report
+    for way in ("eager", "probe"):
+        assert re.search(rf"^\| {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M), report
