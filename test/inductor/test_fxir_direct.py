@@ -211,26 +211,9 @@ def test_loading_a_cpu_mode_file_without_the_interpreter_says_what_to_set(tmp_pa
 
 
 def test_the_aot_module_runs_through_the_lowered_runner_when_called():
-    class Module(torch.nn.Module):
-        def forward(self, x):
-            return positives_doubled(x)
+    """Called, the AOT module runs the lowered runner; ``forward`` is the graph's code.
 
-    x = signed(16, 0)
-    exported = torch.export.export(Module(), (x,), strict=False)
-    with ifx.fx_backend(DEVICE):
-        aot = torch._inductor.aot_compile(exported.module(), (x,), options={"fx_wrapper": True})
-    other = signed(16, 5)
-    with counting_higher_order_calls() as calls:
-        got = aot(other)
-    assert calls == [], "called, the AOT module dispatches no higher-order operator"
-    assert same(got[0] if isinstance(got, (list, tuple)) else got, positives_doubled(other))
-    with counting_higher_order_calls() as calls:
-        aot.forward(other)
-    assert "triton_kernel_wrapper_mutation" in calls, "forward is the graph's own code"
-
-
-def test_the_aot_modules_kernels_launch_as_a_torch_compiles_do():
-    """Upstream compiles an AOT module under the C++ wrapper's config, which stores
+    Upstream compiles an AOT module under the C++ wrapper's config, which stores
     each kernel's binary and so refuses Inductor's static launcher. The FX graph
     stores no binary: its kernels keep the user's ``store_cubin`` (off), and on a
     GPU launch statically, as ``torch.compile``'s and ``ifx.compile``'s do."""
@@ -248,15 +231,21 @@ def test_the_aot_modules_kernels_launch_as_a_torch_compiles_do():
     exported = torch.export.export(Module(), (x,), strict=False)
     with ifx.fx_backend(DEVICE):
         aot = torch._inductor.aot_compile(exported.module(), (x,), options={"fx_wrapper": True})
+    other = signed(16, 5)
+    with counting_higher_order_calls() as calls:
+        got = aot(other)
+    assert calls == [], "called, the AOT module dispatches no higher-order operator"
+    assert same(got[0] if isinstance(got, (list, tuple)) else got, positives_doubled(other))
+    with counting_higher_order_calls() as calls:
+        aot.forward(other)
+    assert "triton_kernel_wrapper_mutation" in calls, "forward is the graph's own code"
+
     tuners = [kernel.tuner for kernel in aot.meta[OWNED_KERNELS].triton.values()]
     assert tuners, "the program compiles to Triton kernels"
     assert [tuner.inductor_meta.get("store_cubin") for tuner in tuners] == [False] * len(tuners)
     if DEVICE == "cuda" and inductor_config.use_static_triton_launcher:
         kinds = {type(r).__name__ for tuner in tuners for r in _compat.compile_results(tuner)}
         assert kinds == {"StaticTritonCompileResult"}, kinds
-    other = signed(16, 5)
-    got = aot(other)
-    assert same(got[0] if isinstance(got, (list, tuple)) else got, positives_doubled(other))
     # The C++ wrapper keeps upstream's config; an FX wrapper keeps the user's choice.
     with ifx.fx_backend(DEVICE):
         assert compile_fx.get_cpp_wrapper_config()["triton.store_cubin"] is True
