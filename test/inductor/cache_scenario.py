@@ -186,6 +186,7 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
         odd_pairs = None
         if fn is pairs_program:
             odd_pairs = _outcome(compiled, torch.tensor(ODD_PAIRS, device=device))
+    compiled = _compiled_entries(triton_cache, triton_entries)
     return {
         "scenario": scenario,
         "package_loaded_before": package_loaded_before,
@@ -205,11 +206,11 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
             if node.op != "output" and "val" not in node.meta
         ],
         "lowered": len(lowered),
-        "new_triton_cache_entries": len(_compiled_entries(triton_cache, triton_entries)),
+        "new_triton_cache_entries": len(compiled),
         # What they hold (a kernel's binary, or a launcher's), for a failure's message.
         "new_triton_cache_files": sorted(
             f"{entry}/{name}"
-            for entry in _compiled_entries(triton_cache, triton_entries)
+            for entry in compiled
             for name in os.listdir(os.path.join(triton_cache, entry))
         ),
         "counters": {
