@@ -67,13 +67,6 @@ def kernels() -> tuple[Any, Any]:
     return count_kept, compact_kept
 
 
-def program(x: Any) -> Any:
-    """P1, as eager runs it."""
-    import torch
-
-    return torch.nonzero(x > 0) * 2 + 1
-
-
 def probe(x: Any) -> Any:
     """P1 in two kernels and one copy to the host."""
     import torch
@@ -89,19 +82,6 @@ def probe(x: Any) -> Any:
     if kept:
         blocks_pow2 = triton.next_power_of_2(blocks)
         compact_kept[(blocks,)](x, counts, out, n, BLOCK=BLOCK, BLOCKS=blocks_pow2)
-    return out
-
-
-def inputs(device: str, n: int) -> list[Any]:
-    """Two inputs whose kept counts differ (30% and 70% positive)."""
-    import torch
-
-    generator = torch.Generator().manual_seed(1)
-    values = torch.randn(n, generator=generator).abs()
-    out = []
-    for fraction in (0.3, 0.7):
-        signs = torch.where(torch.rand(n, generator=generator) < fraction, 1.0, -1.0)
-        out.append((values * signs).to(device))
     return out
 
 
@@ -123,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
     import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked.demo.programs import BY_NAME
 
+    p1 = BY_NAME["P1"]  # torch.nonzero(x > 0) * 2 + 1, on two inputs that keep different counts
+    program = p1.fn
     n, calls = (3 * BLOCK + 5, 3) if args.quick or device == "cpu" else (args.n, args.calls)
     setup()
     report = harness.Report(
@@ -131,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "A design probe for P1: a mask's count and compaction in two kernels",
         harness.environment_lines(device, f"- Inputs of {n} elements."),
     )
-    xs = inputs(device, n)
+    xs = [args_[0] for args_ in p1.inputs(device, n)]
     runs: dict[str, Any] = {"eager": program, "probe": probe}
     if not args.quick:  # the smoke run leaves out the compile
         runs["direct"] = ifx.compile(program, xs[0])

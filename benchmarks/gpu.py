@@ -332,11 +332,12 @@ class Session:
             print(f"{part.name}: {outcome.status} ({outcome.report})", flush=True)
 
     def run_part(self, part: Part, seconds: float, gpus: str | None) -> Outcome:
+        sharded = part.summary is not None and self.shard is not None
         name = part.name
         if part.summary is not None:  # a shuffled test part: its seed and shard name it
             name += f"-seed{self.seed}"
-            if self.shard is not None:
-                name += f"-{self.shard.replace('/', 'of')}"
+        if sharded:
+            name += f"-{self.shard.replace('/', 'of')}"
         report = harness.result_path(self.out, self.device, name)
         share = Share(
             self.device,
@@ -361,7 +362,7 @@ class Session:
             # Shuffled with the session's seed where the part asks; else in file order.
             shuffle = ["-p", "randomly", f"--randomly-seed={self.seed}"]
             arguments += shuffle if part.summary else ["-p", "no:randomly"]
-            if part.summary is not None and self.shard is not None:
+            if sharded:
                 arguments += ["--shard", self.shard]
             result = harness.run_pytest(
                 arguments,

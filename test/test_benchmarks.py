@@ -154,6 +154,14 @@ def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_pa
     assert re.search(r"^geomean_steady_aot_eager_over_eager: \d+\.\d+$", floor, re.M), floor
 
 
+def dynamo_options_put_back():
+    """The Dynamo options that a benchmark sets for its programs (``setup``), put back
+    when a benchmark run in the test process ends."""
+    dynamo = torch._dynamo.config
+    options = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "cache_size_limit")
+    return dynamo.patch({name: getattr(dynamo, name) for name in options})
+
+
 @pytest.mark.full
 def test_launchers_compares_the_direct_call_with_the_aot_module(tmp_path):
     from benchmarks import launchers
@@ -163,11 +171,8 @@ def test_launchers_compares_the_direct_call_with_the_aot_module(tmp_path):
     device = "cuda" if torch.cuda.is_available() else "cpu"
 
     out = tmp_path / "launchers.md"
-    # In this process (a child would import torch again): the Dynamo options that
-    # the benchmark sets for its programs are put back afterwards.
-    dynamo = torch._dynamo.config
-    options = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "cache_size_limit")
-    with dynamo.patch({name: getattr(dynamo, name) for name in options}):
+    # In this process (a child would import torch again).
+    with dynamo_options_put_back():
         assert launchers.main(["--device", device, "--quick", "--out", str(out)]) == 0
     report = out.read_text()
     assert "## P2: `(x[x > 0] * 2).sum()`" in report
@@ -187,10 +192,7 @@ def test_the_compaction_probe_equals_eager_and_reports_its_ratio(tmp_path):
 
     out = tmp_path / "compaction.md"
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    # The Dynamo options that the benchmark sets for its programs are put back afterwards.
-    dynamo = torch._dynamo.config
-    options = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "cache_size_limit")
-    with dynamo.patch({name: getattr(dynamo, name) for name in options}):
+    with dynamo_options_put_back():
         assert compaction.main(["--device", device, "--quick", "--out", str(out)]) == 0
     report = out.read_text()
     # Each way was checked against eager on two inputs that keep different counts.
