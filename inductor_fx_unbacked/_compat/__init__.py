@@ -8,6 +8,7 @@ package asks which torch it runs on.
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from typing import Any
 
@@ -200,6 +201,42 @@ def fast_empty_strided(device_type: str) -> Any:
     from torch._C._dynamo import guards
 
     return getattr(guards, f"_empty_strided_{device_type}", None)
+
+
+def current_raw_stream(device_index: int) -> int:
+    """The current CUDA stream of a device, as the handle that launchers take."""
+    return torch._C._cuda_getCurrentRawStream(device_index)
+
+
+class _CompiledWithoutCubinFile:
+    """A kernel that Triton's JIT compiled, as Inductor's static launcher reads it:
+    with no cubin file (Inductor records one for the kernels it compiles)."""
+
+    def __init__(self, kernel: Any) -> None:
+        self._kernel = kernel
+        self._cubin_path = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+
+def static_triton_kernel(kernel: Any, device_index: int) -> Any:
+    """Inductor's static launcher (``StaticallyLaunchedCudaKernel``) for ``kernel``,
+    compiled by Triton's JIT, loaded on the device: its ``run(grid_x, grid_y, grid_z,
+    stream, *args)`` takes the arguments but the constexprs. None where it cannot
+    launch the kernel (hooks, scratch memory, a ROCm or older build)."""
+    import tempfile
+
+    from torch._inductor.runtime.triton_heuristics import StaticallyLaunchedCudaKernel
+
+    try:
+        static = StaticallyLaunchedCudaKernel(_CompiledWithoutCubinFile(kernel))
+        with tempfile.TemporaryDirectory() as directory:
+            static.reload_cubin_from_raw(os.path.join(directory, f"{static.name}.cubin"))
+            static.load_kernel(device_index)
+    except Exception:  # noqa: BLE001 - Triton's own launcher serves instead
+        return None
+    return static
 
 
 def while_loop_dense(*args: Any, **kwargs: Any) -> Any:

@@ -101,6 +101,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.ops:aten", "_assert_scalar"),
     Private("torch.ops:aten", "_functional_assert_scalar"),
     Private("torch.ops:aten", "_make_dep_token"),
+    Private("torch.ops:aten", "_unique2"),
     Private("torch.ops:aten", "_softmax"),
     Private("torch.ops:aten", "_log_softmax"),
     # torch._logging: the structured trace's handlers, set up again once the
@@ -125,6 +126,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._dynamo.variables.builder:VariableBuilder", "_wrap"),
     # Inductor's IR: the masked loader of a split reduction's first stage.
     Private("torch._inductor.ir:Reduction", "_multilayer_wrap_loader"),
+    # The current stream's handle, for the runner's own kernels (``runner/compaction.py``).
+    Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
     # Higher-order operators: while_loop's own eager implementation.
     Private("torch._higher_order_ops.while_loop", "while_loop_dense"),
     # Triton.

@@ -23,7 +23,9 @@ branch) the way Inductor's Python wrapper writes ``call``:
 - kernel launches go through the kernel's autotuner on their first call (which
   tunes a kernel of several configs, see ``tuning.Launch``), then call the
   launcher it settled on directly, rebound as a global;
-- a ``cond`` is a Python conditional over the branches' own generated functions.
+- a ``cond`` is a Python conditional over the branches' own generated functions;
+- ``nonzero``, ``masked_select`` and ``repeat_interleave`` call the runner's own
+  kernels for them (``compaction.py``), which compute the same tensors.
 
 The graph itself is never changed: every check stays an FX node of it. The
 generated text is kept as the function's ``source`` attribute.
@@ -43,7 +45,7 @@ from .. import _compat
 from ..artifact.facts import ValueKind, value_kind
 from ..artifact.kernels import owned_kernels
 from ..codegen import views
-from . import lowering
+from . import compaction, lowering
 from .checks import SCALAR, Check
 from .items import item_runs
 from .stretches import compile_with_cuda_graphs
@@ -334,6 +336,8 @@ class _FunctionWriter:
             pattern = magic_methods.get(target.__name__)
             if pattern is not None and pattern.count("{}") == len(args):
                 return pattern.format(*(self.arg(a) for a in args))
+        # ATen's compactions through the runner's own kernels (same results).
+        target = compaction.REPLACEMENTS.get(target, target)
         return self.call(target, args, kwargs)
 
     def fast_empty_strided(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

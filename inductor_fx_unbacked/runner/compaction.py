@@ -1,0 +1,296 @@
+"""ATen's stream compactions, as the lowered runner calls them: fewer launches, one copy.
+
+``nonzero``, ``masked_select``, ``repeat_interleave`` (of repeats alone) and
+``_unique2`` (``torch.unique``) are the externs that define most unbacked
+sizes, and on a small input their host path is most of a data-dependent
+program's time: ATen's ``nonzero`` launches
+four cub kernels (two for the count, two for the selection) around the copy of
+the count to the host, and queries the device's occupancy on each call;
+``masked_select`` goes through ``nonzero`` and an index kernel;
+``repeat_interleave`` through a ``cumsum``, ``.item()`` and a fill;
+``unique`` sorts.
+
+The runner calls these functions in their place. Each computes exactly what the
+operator computes (the same values, sizes, strides and dtype) with two Triton
+kernels and one scalar copied to the host:
+
+1. per block of :data:`BLOCK` elements, the count of kept elements (the sum of
+   the repeats, or ``-1`` where one is negative); the block that counts last
+   (a ticket counts them) turns the counts into each block's start (an
+   exclusive prefix sum) and writes the total after them (``-1`` where a count
+   was negative);
+2. after the host has read the total and allocated the result, each
+   block writes its kept elements (their indices, their values, or each index
+   repeated) at its start plus their rank in the block.
+
+``unique`` of integers that span no more values than there are elements
+needs no sort: :func:`unique` says how.
+
+An input these kernels do not cover (another rank, a non-contiguous or empty
+tensor, an explicit ``output_size``, negative repeats, more than 2**31 elements)
+goes to the operator itself, which also raises its own errors.
+
+The kernels are compiled on their first call for each device, dtypes and
+alignment, then launched through Inductor's static launcher, as Inductor's own
+kernels are. In Triton's interpreter they run through the JIT on CPU tensors
+when :data:`INTERPRETED` is set (the tests set it): the CPU mode runs ATen's
+operators otherwise, a hundred times faster there.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import _compat
+
+aten = torch.ops.aten
+
+#: Elements per program of the count and compaction kernels.
+BLOCK = 4096
+#: Block counts per step of the prefix sum (one program).
+CHUNK = 1024
+
+_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+    }
+)
+_LIMIT = 2**31 - BLOCK
+#: Whether the kernels also run on CPU tensors in Triton's interpreter.
+INTERPRETED = False
+
+
+@functools.cache
+def _kernels() -> dict[str, Any]:
+    """The kernels by name, imported when first asked for (``compaction_kernels``)."""
+    from . import compaction_kernels as k
+
+    kernels = (
+        k.count_nonzero,
+        k.sum_repeats,
+        k.nonzero_indices,
+        k.selected_values,
+        k.repeated_indices,
+        k.min_max,
+        k.mark_values,
+        k.distinct_values,
+    )
+    return {kernel.__name__: kernel for kernel in kernels}
+
+
+#: (kernel, device, dtype, alignment) -> how to launch the compiled kernel.
+_COMPILED: dict[tuple[Any, ...], Callable[..., None]] = {}
+
+_EMPTY = {"cuda": _compat.fast_empty_strided("cuda"), "cpu": _compat.fast_empty_strided("cpu")}
+_VIEW = _compat.reinterpret_tensor()
+
+
+class _Call:
+    """What one operator's call launches with: its device, stream and kernel key.
+
+    The key is the device and the dtypes and alignment of ``inputs``: they must
+    determine those of every tensor its launches take (the others are the
+    runner's own int64 buffers), since a kernel compiled for one key is launched
+    for every call of that key.
+    """
+
+    __slots__ = ("device", "key", "stream")
+
+    def __init__(self, *inputs: torch.Tensor) -> None:
+        first = inputs[0]
+        self.device = first.device
+        aligned = tuple(t.data_ptr() % 16 == 0 for t in inputs)
+        self.key = (self.device.index, tuple(t.dtype for t in inputs), aligned)
+        self.stream = _compat.current_raw_stream(self.device.index) if first.is_cuda else None
+
+    def empty(self, size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype) -> Any:
+        allocate = _EMPTY.get(self.device.type)
+        if allocate is None:
+            return torch.empty_strided(size, stride, dtype=dtype, device=self.device)
+        return allocate(size, stride, dtype)
+
+    def ticket(self) -> torch.Tensor:
+        """The device's and stream's counter of the blocks that have counted: zero
+        between launches (the last block puts it back), so made once."""
+        key = (self.device, self.stream)
+        ticket = _TICKETS.get(key)
+        if ticket is None:
+            ticket = _TICKETS[key] = torch.zeros(1, dtype=torch.int32, device=self.device)
+        return ticket
+
+    def launch(self, name: str, blocks: int, *args: Any) -> None:
+        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, CHUNK=CHUNK)``. Compiled on
+        the first call of each key, then launched through Inductor's static launcher
+        (or Triton's own, where that cannot launch it)."""
+        launch = _COMPILED.get((name, self.key))
+        if launch is not None:
+            launch(blocks, self.stream, args)
+            return
+        kernel = _kernels()[name]
+        constexprs = {"BLOCK": BLOCK, "CHUNK": CHUNK}
+        constexprs = {k: v for k, v in constexprs.items() if k in kernel.arg_names}
+        compiled = kernel[(blocks,)](*args, **constexprs)
+        if self.stream is not None and compiled is not None:
+            _COMPILED[name, self.key] = _launcher(compiled, self.device.index, constexprs)
+
+
+def _launcher(compiled: Any, device_index: int, constexprs: dict[str, int]) -> Callable[..., None]:
+    static = _compat.static_triton_kernel(compiled, device_index)
+    if static is not None:
+
+        def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
+            static.run(blocks, 1, 1, stream, *args)
+
+    else:
+        values = tuple(constexprs.values())  # the last parameters of every kernel
+
+        def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
+            compiled[(blocks, 1, 1)](*args, *values, stream=stream)
+
+    return launch
+
+
+#: (device, stream) -> the ticket of the count kernels.
+_TICKETS: dict[tuple[Any, Any], torch.Tensor] = {}
+
+
+def _covered(x: torch.Tensor) -> bool:
+    """Whether the kernels compute the operator on ``x``: one contiguous dimension of
+    a dtype they load, on a device where they run, small enough for int32 sizes."""
+    if x.dim() != 1 or x.dtype not in _DTYPES or not 0 < x.numel() < _LIMIT:
+        return False
+    if x.stride(0) != 1:
+        return False
+    if x.is_cuda:
+        return x.device.index == torch.cuda.current_device()
+    return INTERPRETED and x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _starts(call: _Call, count: str, x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """Steps 1 and 2 over ``x``: the work buffer (each block's start, then the
+    total, or -1 where a count was negative), the blocks, the total."""
+    n = x.numel()
+    blocks = -(-n // BLOCK)
+    work = call.empty((blocks + 1,), (1,), torch.int64)
+    call.launch(count, blocks, x, work, call.ticket(), n, blocks)
+    (total,) = _read(work, blocks, 1)
+    return work, blocks, total
+
+
+def _read(work: torch.Tensor, at: int, count: int) -> list[int]:
+    """``work[at:at + count]`` on the host (the one copy, and the sync)."""
+    if _VIEW is None:
+        return work[at : at + count].tolist()
+    if count == 1:
+        return [_VIEW(work, (), (), at).item()]
+    return _VIEW(work, (count,), (1,), at).tolist()
+
+
+def nonzero(x: torch.Tensor) -> torch.Tensor:
+    """``aten.nonzero(x)``."""
+    if not _covered(x):
+        return aten.nonzero.default(x)
+    call = _Call(x)
+    work, blocks, total = _starts(call, "count_nonzero", x)
+    # The operator's layout: a (1, total) buffer, transposed (CUDA's strides of an
+    # empty one are those of a (1, 1) buffer).
+    stride = max(total, 1) if call.stream is not None else total
+    out = call.empty((total, 1), (1, stride), torch.int64)
+    if total:
+        call.launch("nonzero_indices", blocks, x, work, out, x.numel())
+    return out
+
+
+def masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``aten.masked_select(x, mask)``."""
+    if not (
+        _covered(x)
+        and _covered(mask)
+        and mask.dtype == torch.bool
+        and mask.numel() == x.numel()
+        and mask.device == x.device
+    ):
+        return aten.masked_select.default(x, mask)
+    call = _Call(x, mask)
+    work, blocks, total = _starts(call, "count_nonzero", mask)
+    out = call.empty((total,), (1,), x.dtype)
+    if total:
+        call.launch("selected_values", blocks, x, mask, work, out, x.numel())
+    return out
+
+
+def repeat_interleave(repeats: torch.Tensor, *, output_size: Any = None) -> torch.Tensor:
+    """``aten.repeat_interleave.Tensor(repeats)``."""
+    if output_size is not None or repeats.dtype not in (torch.int32, torch.int64):
+        return aten.repeat_interleave.Tensor(repeats, output_size=output_size)
+    if not _covered(repeats):
+        return aten.repeat_interleave.Tensor(repeats)
+    call = _Call(repeats)
+    work, blocks, total = _starts(call, "sum_repeats", repeats)
+    if not 0 <= total < _LIMIT:
+        return aten.repeat_interleave.Tensor(repeats)  # raises on negative repeats
+    out = call.empty((total,), (1,), repeats.dtype)
+    if total:
+        call.launch("repeated_indices", blocks, repeats, work, out, repeats.numel())
+    return out
+
+
+_INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
+
+
+def unique(
+    x: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``aten._unique2(x)``: the distinct values of integers, sorted, without a sort
+    where they span no more values than ``x`` has elements.
+
+    The least and greatest values come to the host first (one copy); over that
+    range, one kernel flags each value present and the compaction writes the
+    flagged ones in order, as ``nonzero`` does. A wider range, or an inverse or
+    counts asked for, goes to the operator.
+    """
+    if not (
+        sorted and not return_inverse and not return_counts and x.dtype in _INTEGERS and _covered(x)
+    ):
+        return aten._unique2.default(x, sorted, return_inverse, return_counts)
+    call = _Call(x)
+    n = x.numel()
+    blocks = -(-n // BLOCK)
+    work = call.empty((2 * blocks + 2,), (1,), torch.int64)
+    call.launch("min_max", blocks, x, work, call.ticket(), n, blocks)
+    least, greatest = _read(work, 2 * blocks, 2)
+    span = greatest - least + 1
+    if span > n:
+        return aten._unique2.default(x, sorted, return_inverse, return_counts)
+    flags = call.empty((span,), (1,), torch.int8).zero_()
+    call.launch("mark_values", blocks, x, flags, work, 2 * blocks, n)
+    # Keyed by the values' dtype too: the compaction writes them.
+    flagged = _Call(flags, x)
+    starts, span_blocks, total = _starts(flagged, "count_nonzero", flags)
+    out = call.empty((total,), (1,), x.dtype)
+    flagged.launch("distinct_values", span_blocks, flags, starts, work, 2 * blocks, out, span)
+    # The inverse and the counts, not asked for: empty, as the operator's.
+    return out, call.empty((0,), (1,), torch.int64), call.empty((0,), (1,), torch.int64)
+
+
+#: What the runner calls for each operator.
+REPLACEMENTS: dict[Any, Callable[..., torch.Tensor]] = {
+    aten.nonzero.default: nonzero,
+    aten.masked_select.default: masked_select,
+    aten.repeat_interleave.Tensor: repeat_interleave,
+    aten._unique2.default: unique,
+}

@@ -1,0 +1,129 @@
+"""The Triton kernels of ``compaction.py``, defined when that module first needs
+them: Triton reads ``TRITON_INTERPRET`` where a kernel is defined."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def block_starts(work_ptr, ticket_ptr, blocks, CHUNK: tl.constexpr):
+    """Run by the program that counted last: each block's count becomes its
+    start (the sum of the counts before it), the total goes after them (-1
+    where a count was negative), and the ticket goes back to 0."""
+    total = tl.full([], 0, tl.int64)
+    negative = tl.full([], 0, tl.int64)
+    for first in range(0, blocks, CHUNK):
+        index = first + tl.arange(0, CHUNK)
+        inside = index < blocks
+        count = tl.load(work_ptr + index, mask=inside, other=0, volatile=True)
+        negative = tl.maximum(negative, tl.max((count < 0).to(tl.int64), axis=0))
+        count = tl.maximum(count, 0)
+        tl.store(work_ptr + index, total + tl.cumsum(count, axis=0) - count, mask=inside)
+        total += tl.sum(count, axis=0)
+    tl.store(work_ptr + blocks, tl.where(negative > 0, -1, total))
+    tl.atomic_xchg(ticket_ptr, 0)
+
+
+@triton.jit
+def publish(count, work_ptr, ticket_ptr, blocks, CHUNK: tl.constexpr):
+    """Store this block's count; the last block to do so computes the starts."""
+    pid = tl.program_id(0)
+    tl.store(work_ptr + pid, count)
+    tl.debug_barrier()
+    if tl.atomic_add(ticket_ptr, 1, sem="acq_rel") == blocks - 1:
+        block_starts(work_ptr, ticket_ptr, blocks, CHUNK)
+
+
+@triton.jit(do_not_specialize=["n", "blocks"])
+def count_nonzero(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n, other=0)
+    count = tl.sum((x != 0).to(tl.int64), axis=0)
+    publish(count, work_ptr, ticket_ptr, blocks, CHUNK)
+
+
+@triton.jit(do_not_specialize=["n", "blocks"])
+def sum_repeats(r_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.load(r_ptr + offsets, mask=offsets < n, other=0).to(tl.int64)
+    count = tl.where(tl.min(r, axis=0) < 0, -1, tl.sum(r, axis=0))
+    publish(count, work_ptr, ticket_ptr, blocks, CHUNK)
+
+
+@triton.jit(do_not_specialize=["n"])
+def nonzero_indices(x_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    kept = (tl.load(x_ptr + offsets, mask=inside, other=0) != 0) & inside
+    place = tl.load(work_ptr + pid) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    tl.store(out_ptr + place, offsets, mask=kept)
+
+
+@triton.jit(do_not_specialize=["n"])
+def selected_values(x_ptr, mask_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    kept = (tl.load(mask_ptr + offsets, mask=inside, other=0) != 0) & inside
+    place = tl.load(work_ptr + pid) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    tl.store(out_ptr + place, tl.load(x_ptr + offsets, mask=kept), mask=kept)
+
+
+@triton.jit(do_not_specialize=["n"])
+def repeated_indices(r_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.load(r_ptr + offsets, mask=offsets < n, other=0).to(tl.int64)
+    start = tl.load(work_ptr + pid) + tl.cumsum(r, axis=0) - r
+    index = offsets.to(out_ptr.dtype.element_ty)
+    for j in range(0, tl.max(r, axis=0)):
+        tl.store(out_ptr + start + j, index, mask=j < r)
+
+
+@triton.jit(do_not_specialize=["n", "blocks"])
+def min_max(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    """Each block's least and greatest values at ``work[2 * block]`` and after it; the
+    block that finishes last writes those of all at ``work[2 * blocks]`` and after."""
+    pid = tl.program_id(0)
+    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    first = tl.load(x_ptr).to(tl.int64)
+    x = tl.load(x_ptr + offsets, mask=offsets < n, other=first).to(tl.int64)
+    tl.store(work_ptr + 2 * pid, tl.min(x, axis=0))
+    tl.store(work_ptr + 2 * pid + 1, tl.max(x, axis=0))
+    tl.debug_barrier()
+    if tl.atomic_add(ticket_ptr, 1, sem="acq_rel") == blocks - 1:
+        least = first
+        greatest = first
+        for start in range(0, blocks, CHUNK):
+            index = start + tl.arange(0, CHUNK)
+            inside = index < blocks
+            lows = tl.load(work_ptr + 2 * index, mask=inside, other=first, volatile=True)
+            highs = tl.load(work_ptr + 2 * index + 1, mask=inside, other=first, volatile=True)
+            least = tl.minimum(least, tl.min(lows, axis=0))
+            greatest = tl.maximum(greatest, tl.max(highs, axis=0))
+        tl.store(work_ptr + 2 * blocks, least)
+        tl.store(work_ptr + 2 * blocks + 1, greatest)
+        tl.atomic_xchg(ticket_ptr, 0)
+
+
+@triton.jit(do_not_specialize=["n", "least_at"])
+def mark_values(x_ptr, flags_ptr, work_ptr, least_at, n, BLOCK: tl.constexpr):
+    """``flags[x - least] = 1`` for each value ``x`` (``least`` is ``work[least_at]``)."""
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    x = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int64)
+    least = tl.load(work_ptr + least_at)
+    tl.store(flags_ptr + (x - least), 1, mask=inside)
+
+
+@triton.jit(do_not_specialize=["n", "least_at"])
+def distinct_values(flags_ptr, work_ptr, least_work_ptr, least_at, out_ptr, n, BLOCK: tl.constexpr):
+    """Each flagged offset plus ``least``, at its block's start plus its rank."""
+    pid = tl.program_id(0)
+    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    kept = (tl.load(flags_ptr + offsets, mask=inside, other=0) != 0) & inside
+    place = tl.load(work_ptr + pid) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    value = offsets + tl.load(least_work_ptr + least_at)
+    tl.store(out_ptr + place, value.to(out_ptr.dtype.element_ty), mask=kept)

@@ -1,0 +1,216 @@
+"""The runner's compactions (``runner/compaction.py``): ATen's ``nonzero``,
+``masked_select`` and ``repeat_interleave`` through the runner's own kernels.
+
+They must compute exactly the operator's tensor (values, sizes, strides, dtype)
+on every input, hand every input they do not cover to the operator (which raises
+its own errors), and leave the FX graph as it is: the graph still says
+``aten.nonzero``, only the lowered runner calls the kernels. On CPU they run in
+Triton's interpreter (``INTERPRETED``), as the CPU mode runs Inductor's kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import pytest
+import torch
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.demo.programs import BY_NAME, same
+from inductor_fx_unbacked.runner import compaction
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+BLOCK = compaction.BLOCK
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def kernels_run():
+    """The kernels run on this machine's device (in the interpreter on CPU, under the
+    CPU mode's patches of it)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(ifx.fx_backend(DEVICE))
+        stack.enter_context(mock.patch.object(compaction, "INTERPRETED", True))
+        yield
+
+
+def assert_same_tensor(got: torch.Tensor, expected: torch.Tensor) -> None:
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
+    assert got.stride() == expected.stride()
+    assert torch.equal(got, expected)
+
+
+def counting_launches():
+    """A patch that counts the runner's kernel launches."""
+    calls = []
+    original = compaction._Call.launch
+
+    def launch(self, name, *args):
+        calls.append(name)
+        return original(self, name, *args)
+
+    return calls, mock.patch.object(compaction._Call, "launch", launch)
+
+
+# Sizes around the block: one element, one block, one more, several blocks.
+SIZES = [1, BLOCK, BLOCK + 1, 3 * BLOCK + 5]
+
+
+@pytest.mark.parametrize(
+    "n",
+    [pytest.param(n, marks=() if n == 3 * BLOCK + 5 else pytest.mark.full) for n in SIZES],
+)
+@pytest.mark.parametrize("kept", [0.0, 0.3, 1.0])
+def test_nonzero_and_masked_select_equal_aten(n, kept):
+    g = torch.Generator().manual_seed(n)
+    mask = (torch.rand(n, generator=g) < kept).to(DEVICE)
+    values = torch.randn(n, generator=g).to(DEVICE)
+    calls, counting = counting_launches()
+    with counting:
+        assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
+        assert_same_tensor(
+            compaction.masked_select(values, mask), aten.masked_select.default(values, mask)
+        )
+    # The count (the last block computes the starts), then the compaction, none
+    # where nothing is kept.
+    kept_any = bool(mask.any())
+    expected = ["count_nonzero"] + ["nonzero_indices"] * kept_any
+    expected += ["count_nonzero"] + ["selected_values"] * kept_any
+    assert calls == expected
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float16, torch.float64, torch.uint8])
+def test_nonzero_of_values_equals_aten(dtype):
+    x = torch.randint(-2, 3, (2 * BLOCK + 7,), generator=torch.Generator().manual_seed(1))
+    x = x.to(dtype=dtype, device=DEVICE)
+    assert_same_tensor(compaction.nonzero(x), aten.nonzero.default(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_repeat_interleave_equals_aten(dtype):
+    g = torch.Generator().manual_seed(2)
+    repeats = torch.randint(0, 6, (2 * BLOCK + 3,), generator=g, dtype=dtype).to(DEVICE)
+    repeats[BLOCK - 1] = 40  # one long run across a block's end
+    assert_same_tensor(
+        compaction.repeat_interleave(repeats), aten.repeat_interleave.Tensor(repeats)
+    )
+    zeros = torch.zeros(5, dtype=dtype, device=DEVICE)
+    assert_same_tensor(compaction.repeat_interleave(zeros), aten.repeat_interleave.Tensor(zeros))
+
+
+def test_an_input_that_starts_off_alignment_is_read_from_its_start():
+    base = torch.randn(BLOCK + 9, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+    x = base[1:]  # 4 bytes into its storage
+    assert x.data_ptr() % 16 != 0
+    assert_same_tensor(compaction.nonzero(x > 0), aten.nonzero.default(x > 0))
+    assert_same_tensor(compaction.masked_select(x, x > 0), aten.masked_select.default(x, x > 0))
+    aligned = base[4:]
+    assert_same_tensor(compaction.nonzero(aligned), aten.nonzero.default(aligned))
+
+
+def test_what_the_kernels_do_not_cover_goes_to_the_operator():
+    g = torch.Generator().manual_seed(4)
+    grid = torch.randn(6, 7, generator=g).to(DEVICE) > 0
+    strided = torch.randn(40, generator=g).to(DEVICE)[::2]
+    empty = torch.zeros(0, dtype=torch.bool, device=DEVICE)
+    calls, counting = counting_launches()
+    with counting:
+        assert_same_tensor(compaction.nonzero(grid), aten.nonzero.default(grid))
+        assert_same_tensor(compaction.nonzero(strided), aten.nonzero.default(strided))
+        assert_same_tensor(compaction.nonzero(empty), aten.nonzero.default(empty))
+        broadcast = torch.randn(6, 7, generator=g).to(DEVICE)
+        assert_same_tensor(
+            compaction.masked_select(broadcast, grid[0]),
+            aten.masked_select.default(broadcast, grid[0]),
+        )
+        repeats = torch.tensor([1, 2, 3], device=DEVICE)
+        assert_same_tensor(
+            compaction.repeat_interleave(repeats, output_size=6),
+            aten.repeat_interleave.Tensor(repeats, output_size=6),
+        )
+    assert calls == []
+
+
+def test_negative_repeats_raise_the_operators_error():
+    repeats = torch.tensor([1, -1, 2], device=DEVICE)
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        compaction.repeat_interleave(repeats)
+
+
+@pytest.mark.parametrize("name", ["P1", "P6", "P7", "P8"])
+def test_programs_run_the_kernels_and_keep_the_operators_in_the_graph(name):
+    program = BY_NAME[name]
+    inputs = program.inputs(DEVICE, 3 * BLOCK + 5)
+    artifact = ifx.compile(program.fn, *inputs[0])
+    operator = {
+        "P1": aten.nonzero.default,
+        "P6": aten._unique2.default,
+        "P7": aten.masked_select.default,
+        "P8": aten.repeat_interleave.Tensor,
+    }[name]
+    # The graph says the operator, and defines the size from its result.
+    graph = artifact.graph.graph
+    (node,) = graph.find_nodes(op="call_function", target=operator)
+    defined = [n for n in graph.nodes if n.meta.get("unbacked_symbol") is not None]
+    read = {m for d in defined for m in d.all_input_nodes}
+    assert node in read or any(u in read for u in node.users), artifact.graph.code
+    # The runner calls the runner's function in its place.
+    called = artifact._run.__globals__.values()
+    assert compaction.REPLACEMENTS[operator] in called and operator not in called
+    calls, counting = counting_launches()
+    with counting:
+        for args in inputs:  # kept counts that differ
+            assert same(artifact(*args), program.fn(*args))
+    if name == "P6":
+        # The first input spans fewer values than it has; the second (up to 50000
+        # over 12293 elements) more, and goes to ATen's unique after its range.
+        assert calls == ["min_max", "mark_values", "count_nonzero", "distinct_values", "min_max"]
+    else:
+        assert len(calls) == 2 * 2, calls  # the count and the compaction, per call
+
+
+def test_calls_in_a_row_each_count_afresh():
+    """The count kernels' ticket is back at zero after every call, on every stream."""
+    g = torch.Generator().manual_seed(5)
+    masks = [(torch.rand(3 * BLOCK + 5, generator=g) < p).to(DEVICE) for p in (0.1, 0.9, 0, 0.5)]
+    streams = [None]
+    if DEVICE == "cuda":
+        streams.append(torch.cuda.Stream())
+    for stream in streams:
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            results = [compaction.nonzero(mask) for mask in masks * 2]
+            for mask, result in zip(masks * 2, results):
+                assert_same_tensor(result, aten.nonzero.default(mask))
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, pytest.param(torch.int32, marks=pytest.mark.full), torch.uint8]
+)
+def test_unique_of_integers_equals_aten(dtype):
+    g = torch.Generator().manual_seed(6)
+    high = 200 if dtype == torch.uint8 else 3000
+    x = torch.randint(0, high, (2 * BLOCK + 11,), generator=g).to(dtype=dtype, device=DEVICE)
+    if dtype != torch.uint8:
+        x[5] = -7  # below the rest
+    calls, counting = counting_launches()
+    with counting:
+        got = compaction.unique(x)
+    for mine, theirs in zip(got, aten._unique2.default(x)):
+        assert_same_tensor(mine, theirs)
+    assert calls == ["min_max", "mark_values", "count_nonzero", "distinct_values"]
+
+
+def test_unique_over_a_wide_range_or_with_counts_goes_to_the_operator():
+    g = torch.Generator().manual_seed(7)
+    wide = torch.randint(-(2**40), 2**40, (BLOCK,), generator=g).to(DEVICE)
+    narrow = torch.randint(0, 9, (BLOCK,), generator=g).to(DEVICE)
+    floats = torch.randn(BLOCK, generator=g).to(DEVICE)
+    calls, counting = counting_launches()
+    with counting:
+        for args in [(wide,), (narrow, True, True), (narrow, True, False, True), (floats,)]:
+            for mine, theirs in zip(compaction.unique(*args), aten._unique2.default(*args)):
+                assert_same_tensor(mine, theirs)
+    assert calls == ["min_max"], calls  # the wide range was measured, then left to ATen
