@@ -92,6 +92,14 @@ class CompiledArtifact:
         self._guard = function("F, S", " and ".join(f"({g})" for g in signature.guards) or "1")
         self._aligned = _aligned_inputs(self.graph)
         self._flat = signature.in_spec == pytree.tree_flatten(tuple(signature.names))[1]
+        #: (reads the state, index, device, dtype, rank) of each tensor to check.
+        self._tensors = [
+            (where[0] == "S", int(where[2:-1]), *meta) for where, meta in signature.tensors.items()
+        ]
+        #: How the graph's outputs become the result: its only one, a tuple, or the spec.
+        spec = signature.out_spec
+        self._one_output = spec.is_leaf()
+        self._tuple_output = spec == pytree.tree_flatten((0,) * spec.num_leaves)[1]
 
     def __call__(self, *args: Any) -> Any:
         signature = self.signature
@@ -103,7 +111,12 @@ class CompiledArtifact:
                 raise InputError(
                     f"the arguments are {spec}; the artifact takes {signature.in_spec}"
                 )
-        state = self._state if self._state is not None else self._read_state(self._namespace)
+        if self._state is not None:
+            state = self._state
+        elif signature.state:
+            state = self._read_state(self._namespace)
+        else:
+            state = ()
         self._check(leaves, state)
         inputs = self._graph_inputs(leaves, state)
         for position in self._aligned:
@@ -113,21 +126,25 @@ class CompiledArtifact:
         outputs = self._run(*inputs)
         if not isinstance(outputs, (tuple, list)):
             outputs = (outputs,)
+        if self._one_output:
+            return outputs[0]
+        if self._tuple_output:
+            return tuple(outputs)
         return pytree.tree_unflatten(list(outputs), signature.out_spec)
 
     def _check(self, leaves: Sequence[Any], state: Sequence[Any]) -> None:
-        signature = self.signature
-        values = {"F": leaves, "S": state}
-        for where, (device, dtype, rank) in signature.tensors.items():
-            value = values[where[0]][int(where[2:-1])]
+        for of_state, index, device, dtype, rank in self._tensors:
+            value = state[index] if of_state else leaves[index]
             if (
                 not isinstance(value, torch.Tensor)
                 or value.dtype != dtype
                 or value.device != device
                 or value.dim() != rank
-                or (where[0] == "F" and value.requires_grad)
+                or (not of_state and value.requires_grad)
             ):
+                where = f"{'S' if of_state else 'F'}[{index}]"
                 raise InputError(self._mismatch(where, value, device, dtype, rank))
+        signature = self.signature
         for index, constant in signature.constants.items():
             if leaves[index] != constant:
                 raise InputError(
