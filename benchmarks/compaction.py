@@ -1,20 +1,17 @@
-"""A design probe for P1: a mask's count and compaction in two kernels of our own.
+"""The runner's compactions (``runner/compaction.py``) against ATen's operators.
 
-P1 (``torch.nonzero(x > 0) * 2 + 1``) spends its time in ATen's ``nonzero``:
-the comparison, cub's count (two reductions and a memset), the copy of the count
-to the host and the sync, cub's selection (two kernels), then the pointwise
-epilogue. Compiled, Inductor fuses only the epilogue. The probe measures what the
-package could emit instead, before building it into the compiler:
+Two tables, calls interleaved, each between device synchronisations, medians
+and the median of the paired ratios:
 
-1. one kernel counts ``x > 0`` per block (the comparison fused);
-2. the counts come to the host (one copy, the sync), where they are added;
-3. one kernel writes each kept index, times 2 plus 1, at its place: the block's
-   start (the sum of the earlier blocks' counts) plus its rank in the block.
+1. the operators alone, on one input: ``nonzero(mask)``, ``masked_select(x,
+   mask)``, ``repeat_interleave(repeats)`` and ``_unique2(integers)``, ATen's
+   against the runner's;
+2. the programs that define their sizes with them (P1, P6, P7, P8): eager,
+   ``ifx.compile``'s direct call as it runs now (``direct``), and the same
+   artifact compiled with the operators left to ATen (``direct-aten``).
 
-It checks the result against eager's on each input, then times eager,
-``ifx.compile``'s direct call and the probe, calls interleaved, each between
-device synchronisations, and reports the medians and the median of the paired
-ratios over eager.
+Every way is first checked against ATen's or eager's result on both inputs of
+the program, whose kept counts differ.
 
     python -m benchmarks.compaction --out benchmarks/results/DATE-h200-compaction.md
     python -m benchmarks.compaction --device cpu --quick
@@ -23,65 +20,47 @@ ratios over eager.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 from typing import Any
+from unittest import mock
 
 from benchmarks import harness
-from benchmarks.data_dependent import median, setup
+from benchmarks.data_dependent import median, program_size, setup
 from benchmarks.entry_path import interleaved_seconds
 
-#: Elements per program of both kernels.
-BLOCK = 4096
+PROGRAMS = ("P1", "P6", "P7", "P8")
 
 
-@functools.cache
-def kernels() -> tuple[Any, Any]:
-    """The two kernels, made when first asked for: Triton reads ``TRITON_INTERPRET``
-    where a kernel is defined, and the CPU mode sets it in ``main``."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def count_kept(x_ptr, counts_ptr, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offsets = pid * BLOCK + tl.arange(0, BLOCK)
-        inside = offsets < n
-        x = tl.load(x_ptr + offsets, mask=inside, other=0.0)
-        kept = (x > 0) & inside
-        tl.store(counts_ptr + pid, tl.sum(kept.to(tl.int32), axis=0))
-
-    @triton.jit
-    def compact_kept(x_ptr, counts_ptr, out_ptr, n, BLOCK: tl.constexpr, BLOCKS: tl.constexpr):
-        pid = tl.program_id(0)
-        earlier = tl.arange(0, BLOCKS)
-        start = tl.sum(tl.load(counts_ptr + earlier, mask=earlier < pid, other=0), axis=0)
-        offsets = pid * BLOCK + tl.arange(0, BLOCK)
-        inside = offsets < n
-        x = tl.load(x_ptr + offsets, mask=inside, other=0.0)
-        kept = (x > 0) & inside
-        rank = tl.cumsum(kept.to(tl.int32), axis=0) - 1
-        tl.store(out_ptr + start + rank, offsets.to(tl.int64) * 2 + 1, mask=kept)
-
-    return count_kept, compact_kept
-
-
-def probe(x: Any) -> Any:
-    """P1 in two kernels and one copy to the host."""
+def operator_runs(device: str, n: int) -> list[tuple[str, Any, Any, tuple[Any, ...]]]:
+    """(name, ATen's, the runner's, arguments) of each operator."""
     import torch
-    import triton
 
-    count_kept, compact_kept = kernels()
-    n = x.numel()
-    blocks = triton.cdiv(n, BLOCK)
-    counts = torch.empty(blocks, dtype=torch.int32, device=x.device)
-    count_kept[(blocks,)](x, counts, n, BLOCK=BLOCK)
-    kept = int(counts.cpu().sum())
-    out = torch.empty((kept, 1), dtype=torch.int64, device=x.device)
-    if kept:
-        blocks_pow2 = triton.next_power_of_2(blocks)
-        compact_kept[(blocks,)](x, counts, out, n, BLOCK=BLOCK, BLOCKS=blocks_pow2)
+    from inductor_fx_unbacked.runner import compaction
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, generator=g).to(device)
+    repeats = torch.randint(0, 5, (n // 5,), generator=g).to(device)
+    integers = torch.randint(0, 50000, (n,), generator=g).to(device)
+    aten = torch.ops.aten
+    return [
+        ("nonzero", aten.nonzero.default, compaction.nonzero, (x > 0,)),
+        ("masked_select", aten.masked_select.default, compaction.masked_select, (x, x > 0.5)),
+        (
+            "repeat_interleave",
+            aten.repeat_interleave.Tensor,
+            compaction.repeat_interleave,
+            (repeats,),
+        ),
+        ("unique", aten._unique2.default, compaction.unique, (integers,)),
+    ]
+
+
+def rows(times: dict[str, list[float]], base: str) -> list[str]:
+    out = []
+    for name, seconds in times.items():
+        ratios = [s / b for s, b in zip(seconds, times[base])]
+        out.append(f"| {name} | {median(seconds) * 1e3:.4f} | {median(ratios):.3f} |")
     return out
 
 
@@ -91,48 +70,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=1000, help="timed calls of each way")
     parser.add_argument("--out", default=None)
-    parser.add_argument(
-        "--quick", action="store_true", help="tiny inputs, no direct call (a smoke run)"
-    )
+    parser.add_argument("--quick", action="store_true", help="tiny inputs (a smoke run)")
     args = parser.parse_args(argv)
 
     import torch
+    from torch.utils import _pytree as pytree
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
     import inductor_fx_unbacked as ifx
-    from inductor_fx_unbacked.demo.programs import BY_NAME
+    from inductor_fx_unbacked.demo.programs import BY_NAME, same
+    from inductor_fx_unbacked.runner import compaction
 
-    p1 = BY_NAME["P1"]  # torch.nonzero(x > 0) * 2 + 1, on two inputs that keep different counts
-    program = p1.fn
-    n, calls = (3 * BLOCK + 5, 3) if args.quick or device == "cpu" else (args.n, args.calls)
+    n, calls = (
+        (3 * compaction.BLOCK + 5, 3) if args.quick or device == "cpu" else (args.n, args.calls)
+    )
     setup()
     report = harness.Report(
         args.out,
-        "A design probe for P1: a mask's count and compaction in two kernels",
-        harness.environment_lines(device, f"- Inputs of {n} elements."),
+        "The runner's compactions against ATen's operators",
+        harness.environment_lines(device, f"- Inputs of {n} elements (P8, repeats: {n // 5})."),
     )
-    xs = [args_[0] for args_ in p1.inputs(device, n)]
-    runs: dict[str, Any] = {"eager": program, "probe": probe}
-    if not args.quick:  # the smoke run leaves out the compile
-        runs["direct"] = ifx.compile(program, xs[0])
-    for x in xs:
-        expected = program(x)
-        for name, fn in runs.items():
-            got = fn(x)
-            if not torch.equal(got, expected):
-                raise AssertionError(
-                    f"{name} differs from eager on an input keeping {len(expected)}"
-                )
-    report.add(f"- Each way equals eager on inputs keeping {[len(program(x)) for x in xs]} rows.")
-    times = interleaved_seconds(runs, (xs[0],), device, calls)
-    report.add("", "| way | ms per call (median) | over eager (median of paired ratios) |")
-    report.add("|---|---|---|")
-    for name, seconds in times.items():
-        ratios = [s / e for s, e in zip(seconds, times["eager"])]
-        report.add(f"| {name} | {median(seconds) * 1e3:.4f} | {median(ratios):.3f} |")
+    # The CPU mode runs the kernels in Triton's interpreter, under its patches.
+    with ifx.fx_backend(device), mock.patch.object(compaction, "INTERPRETED", True):
+        report.add("", "## The operators", "")
+        report.add(
+            "| operator: way | ms per call (median) | over ATen's (median of paired ratios) |"
+        )
+        report.add("|---|---|---|")
+        for name, aten_op, ours, inputs in operator_runs(device, n):
+            expected, got = aten_op(*inputs), ours(*inputs)
+            for a, b in zip(pytree.tree_leaves(got), pytree.tree_leaves(expected)):
+                if not (torch.equal(a, b) and a.stride() == b.stride()):
+                    raise AssertionError(f"the runner's {name} differs from ATen's")
+            times = interleaved_seconds(
+                {f"{name}: aten": aten_op, f"{name}: runner": ours}, inputs, device, calls
+            )
+            report.add(*rows(times, f"{name}: aten"))
+        report.add("", "## The programs", "")
+        report.add("| program: way | ms per call (median) | over eager (median of paired ratios) |")
+        report.add("|---|---|---|")
+        for name in PROGRAMS:
+            program = BY_NAME[name]
+            inputs = program.inputs(device, program_size(name, n, n))
+            runs: dict[str, Any] = {"eager": program.fn}
+            runs["direct"] = ifx.compile(program.fn, *inputs[0])
+            with mock.patch.dict(compaction.REPLACEMENTS, clear=True):
+                runs["direct-aten"] = ifx.compile(program.fn, *inputs[0])
+            for args_ in inputs:
+                for way, fn in runs.items():
+                    if not same(fn(*args_), program.fn(*args_)):
+                        raise AssertionError(f"{name}: {way} differs from eager")
+            times = interleaved_seconds(runs, inputs[0], device, calls)
+            report.add(*rows({f"{name}: {k}": v for k, v in times.items()}, f"{name}: eager"))
     print(report.text)
     return 0
 

@@ -54,6 +54,45 @@ def kernel_table(fn: Any, inputs: tuple[Any, ...], calls: int) -> tuple[list[tup
     return rows, sum(row[2] for row in rows)
 
 
+def timeline(
+    fn: Any, inputs: tuple[Any, ...], calls: int = 5
+) -> list[tuple[float, float, str, str]]:
+    """One call as it ran, the last of ``calls``: (start µs from the call's first
+    event, µs, ``host`` or ``device``, name) for the host's operators and CUDA
+    runtime calls and the device's kernels and copies, by start."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(calls - 1):
+        fn(*inputs)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with torch.profiler.record_function("ifx_call"):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.name != "ifx_call"]
+    calls_ = [e for e in prof.events() if e.name == "ifx_call"]
+    start = calls_[0].time_range.start if calls_ else min(e.time_range.start for e in events)
+    rows = []
+    for event in events:
+        on_device = event.device_type == torch.autograd.DeviceType.CUDA
+        host_kinds = ("aten::", "cuda", "triton", "ifx", "Memcpy")
+        if not on_device and not event.name.startswith(host_kinds):
+            continue
+        if not on_device and event.cpu_parent is not None and event.name.startswith("aten::"):
+            continue  # only the outermost operators
+        begin = event.time_range.start - start
+        rows.append(
+            (
+                begin,
+                event.time_range.elapsed_us(),
+                "device" if on_device else "host",
+                event.name[:80],
+            )
+        )
+    return sorted(rows)
+
+
 def wall_per_call(fn: Any, inputs: tuple[Any, ...], calls: int) -> float:
     """Median µs of one synchronised call."""
     import torch
@@ -111,6 +150,7 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["eager", "python", "fx"])
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--host-profile", nargs="*", default=(), help="programs to cProfile")
+    parser.add_argument("--timeline", nargs="*", default=(), help="programs to show one call of")
     parser.add_argument("--code", type=Path, help="a folder for the output_code logs")
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--heavy-n", type=int, default=data_dependent.HEAVY_N)
@@ -137,13 +177,16 @@ def main() -> None:
                 handler = code_log(args.code, f"{name}-{backend}")
             try:
                 with context(backend):
-                    fn = data_dependent.compiled_fn(program, backend.removesuffix("-nosplit"))
+                    fn = data_dependent.compiled_fn(
+                        program, backend.removesuffix("-nosplit"), first, "cuda"
+                    )
                     for _ in range(3):
                         fn(*second)
                         fn(*first)
                     rows, device_us = kernel_table(fn, first, args.calls)
                     wall_us = wall_per_call(fn, first, 5 * args.calls)
                     host = None
+                    steps = timeline(fn, first) if name in args.timeline else None
                     if name in args.host_profile and backend != "eager":
                         host = host_profile(fn, first, 10 * args.calls)
             except Exception as e:  # noqa: BLE001 - reported per backend
@@ -164,6 +207,10 @@ def main() -> None:
                     "",
                 ]
             )
+            if steps is not None:
+                report.add("One call (µs from its start):", "", "| start | µs | where | what |")
+                report.add("|---|---|---|---|")
+                report.add(*(f"| {t:.1f} | {d:.1f} | {w} | `{n}` |" for t, d, w, n in steps), "")
             if host is not None:
                 report.add("```", host.strip(), "```", "")
 
