@@ -27,7 +27,8 @@ kernels and one scalar copied to the host:
 needs no sort: :func:`unique` says how.
 
 An input these kernels do not cover (another rank, a non-contiguous or empty
-tensor, an explicit ``output_size``, negative repeats, more than 2**31 elements)
+tensor, an explicit ``output_size``, negative repeats or one longer than
+:data:`LONGEST_REPEAT`, more than 2**31 elements)
 goes to the operator itself, which also raises its own errors.
 
 The kernels are compiled on their first call for each device, dtypes and
@@ -70,6 +71,9 @@ _DTYPES = frozenset(
     }
 )
 _LIMIT = 2**31 - BLOCK
+#: The longest repeat the runner's ``repeat_interleave`` writes (its kernel loops
+#: over a block's longest one, a whole block wide); longer ones go to ATen's.
+LONGEST_REPEAT = 16
 #: Whether the kernels also run on CPU tensors in Triton's interpreter.
 INTERPRETED = False
 
@@ -91,6 +95,8 @@ def _kernels() -> dict[str, Any]:
     )
     return {kernel.__name__: kernel for kernel in kernels}
 
+
+_CONSTEXPRS = {"BLOCK": BLOCK, "CHUNK": CHUNK, "LONGEST": LONGEST_REPEAT}
 
 #: (kernel, device, dtype, alignment) -> how to launch the compiled kernel.
 _COMPILED: dict[tuple[Any, ...], Callable[..., None]] = {}
@@ -133,7 +139,7 @@ class _Call:
         return ticket
 
     def launch(self, name: str, blocks: int, *args: Any) -> None:
-        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, CHUNK=CHUNK)``. Compiled on
+        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``. Compiled on
         the first call of each key, then launched through Inductor's static launcher
         (or Triton's own, where that cannot launch it)."""
         launch = _COMPILED.get((name, self.key))
@@ -141,8 +147,8 @@ class _Call:
             launch(blocks, self.stream, args)
             return
         kernel = _kernels()[name]
-        constexprs = {"BLOCK": BLOCK, "CHUNK": CHUNK}
-        constexprs = {k: v for k, v in constexprs.items() if k in kernel.arg_names}
+        # The constexprs, the last parameters of every kernel, in their order.
+        constexprs = {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS}
         compiled = kernel[(blocks,)](*args, **constexprs)
         if self.stream is not None and compiled is not None:
             _COMPILED[name, self.key] = _launcher(compiled, self.device.index, constexprs)
@@ -156,7 +162,7 @@ def _launcher(compiled: Any, device_index: int, constexprs: dict[str, int]) -> C
             static.run(blocks, 1, 1, stream, *args)
 
     else:
-        values = tuple(constexprs.values())  # the last parameters of every kernel
+        values = tuple(constexprs.values())
 
         def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
             compiled[(blocks, 1, 1)](*args, *values, stream=stream)
@@ -242,7 +248,8 @@ def repeat_interleave(repeats: torch.Tensor, *, output_size: Any = None) -> torc
     call = _Call(repeats)
     work, blocks, total = _starts(call, "sum_repeats", repeats)
     if not 0 <= total < _LIMIT:
-        return aten.repeat_interleave.Tensor(repeats)  # raises on negative repeats
+        # A negative repeat (ATen's raises), one longer than LONGEST_REPEAT, or too many.
+        return aten.repeat_interleave.Tensor(repeats)
     out = call.empty((total,), (1,), repeats.dtype)
     if total:
         call.launch("repeated_indices", blocks, repeats, work, out, repeats.numel())

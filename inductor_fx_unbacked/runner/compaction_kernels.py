@@ -43,10 +43,22 @@ def count_nonzero(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, C
 
 
 @triton.jit(do_not_specialize=["n", "blocks"])
-def sum_repeats(r_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+def sum_repeats(
+    r_ptr,
+    work_ptr,
+    ticket_ptr,
+    n,
+    blocks,
+    BLOCK: tl.constexpr,
+    CHUNK: tl.constexpr,
+    LONGEST: tl.constexpr,
+):
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     r = tl.load(r_ptr + offsets, mask=offsets < n, other=0).to(tl.int64)
-    count = tl.where(tl.min(r, axis=0) < 0, -1, tl.sum(r, axis=0))
+    # -1 where a repeat is negative, or longer than ``repeated_indices`` writes well
+    # (its loop runs the block's longest repeat).
+    refused = (tl.min(r, axis=0) < 0) | (tl.max(r, axis=0) > LONGEST)
+    count = tl.where(refused, -1, tl.sum(r, axis=0))
     publish(count, work_ptr, ticket_ptr, blocks, CHUNK)
 
 

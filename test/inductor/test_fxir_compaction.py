@@ -93,10 +93,18 @@ def test_nonzero_of_values_equals_aten(dtype):
 def test_repeat_interleave_equals_aten(dtype):
     g = torch.Generator().manual_seed(2)
     repeats = torch.randint(0, 6, (2 * BLOCK + 3,), generator=g, dtype=dtype).to(DEVICE)
-    repeats[BLOCK - 1] = 40  # one long run across a block's end
-    assert_same_tensor(
-        compaction.repeat_interleave(repeats), aten.repeat_interleave.Tensor(repeats)
-    )
+    longest = compaction.LONGEST_REPEAT
+    repeats[BLOCK - 1] = longest  # the longest run the kernels write, across a block's end
+    calls, counting = counting_launches()
+    with counting:
+        assert_same_tensor(
+            compaction.repeat_interleave(repeats), aten.repeat_interleave.Tensor(repeats)
+        )
+        repeats[7] = longest + 1  # longer: ATen's writes it
+        assert_same_tensor(
+            compaction.repeat_interleave(repeats), aten.repeat_interleave.Tensor(repeats)
+        )
+    assert calls == ["sum_repeats", "repeated_indices", "sum_repeats"], calls
     zeros = torch.zeros(5, dtype=dtype, device=DEVICE)
     assert_same_tensor(compaction.repeat_interleave(zeros), aten.repeat_interleave.Tensor(zeros))
 
