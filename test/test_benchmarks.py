@@ -199,6 +199,6 @@ def test_the_compaction_benchmark_checks_and_times_each_way(tmp_path):
     for operator in ("nonzero", "masked_select", "repeat_interleave", "unique"):
         for way in ("aten", "runner"):
             assert re.search(rf"^\| {operator}: {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M)
-    for program in compaction.PROGRAMS:
+    for program in compaction.PROGRAMS[:1]:  # the smoke run's
         for way in ("eager", "direct", "direct-aten"):
             assert re.search(rf"^\| {program}: {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M)
