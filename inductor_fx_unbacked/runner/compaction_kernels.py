@@ -6,6 +6,22 @@ import triton.language as tl
 
 
 @triton.jit
+def block_offsets(BLOCK: tl.constexpr):
+    """The offsets of this program's elements (int64, as the indices written)."""
+    return tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
+def kept_and_places(flags_ptr, work_ptr, offsets, n):
+    """Which elements of this block ``flags`` keeps (nonzero), and where each goes:
+    the block's start (``work[block]``) plus its rank among the kept."""
+    inside = offsets < n
+    kept = (tl.load(flags_ptr + offsets, mask=inside, other=0) != 0) & inside
+    place = tl.load(work_ptr + tl.program_id(0)) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    return kept, place
+
+
+@triton.jit
 def block_starts(work_ptr, ticket_ptr, blocks, CHUNK: tl.constexpr):
     """Run by the program that counted last: each block's count becomes its
     start (the sum of the counts before it), the total goes after them (-1
@@ -36,7 +52,7 @@ def publish(count, work_ptr, ticket_ptr, blocks, CHUNK: tl.constexpr):
 
 @triton.jit(do_not_specialize=["n", "blocks"])
 def count_nonzero(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offsets = block_offsets(BLOCK)
     x = tl.load(x_ptr + offsets, mask=offsets < n, other=0)
     count = tl.sum((x != 0).to(tl.int64), axis=0)
     publish(count, work_ptr, ticket_ptr, blocks, CHUNK)
@@ -53,7 +69,7 @@ def sum_repeats(
     CHUNK: tl.constexpr,
     LONGEST: tl.constexpr,
 ):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offsets = block_offsets(BLOCK)
     r = tl.load(r_ptr + offsets, mask=offsets < n, other=0).to(tl.int64)
     # -1 where a repeat is negative, or longer than ``repeated_indices`` writes well
     # (its loop runs the block's longest repeat).
@@ -64,30 +80,23 @@ def sum_repeats(
 
 @triton.jit(do_not_specialize=["n"])
 def nonzero_indices(x_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = offsets < n
-    kept = (tl.load(x_ptr + offsets, mask=inside, other=0) != 0) & inside
-    place = tl.load(work_ptr + pid) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    offsets = block_offsets(BLOCK)
+    kept, place = kept_and_places(x_ptr, work_ptr, offsets, n)
     tl.store(out_ptr + place, offsets, mask=kept)
 
 
 @triton.jit(do_not_specialize=["n"])
 def selected_values(x_ptr, mask_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = offsets < n
-    kept = (tl.load(mask_ptr + offsets, mask=inside, other=0) != 0) & inside
-    place = tl.load(work_ptr + pid) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    offsets = block_offsets(BLOCK)
+    kept, place = kept_and_places(mask_ptr, work_ptr, offsets, n)
     tl.store(out_ptr + place, tl.load(x_ptr + offsets, mask=kept), mask=kept)
 
 
 @triton.jit(do_not_specialize=["n"])
 def repeated_indices(r_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offsets = block_offsets(BLOCK)
     r = tl.load(r_ptr + offsets, mask=offsets < n, other=0).to(tl.int64)
-    start = tl.load(work_ptr + pid) + tl.cumsum(r, axis=0) - r
+    start = tl.load(work_ptr + tl.program_id(0)) + tl.cumsum(r, axis=0) - r
     index = offsets.to(out_ptr.dtype.element_ty)
     for j in range(0, tl.max(r, axis=0)):
         tl.store(out_ptr + start + j, index, mask=j < r)
@@ -98,7 +107,7 @@ def min_max(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: 
     """Each block's least and greatest values at ``work[2 * block]`` and after it; the
     block that finishes last writes those of all at ``work[2 * blocks]`` and after."""
     pid = tl.program_id(0)
-    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offsets = block_offsets(BLOCK)
     first = tl.load(x_ptr).to(tl.int64)
     x = tl.load(x_ptr + offsets, mask=offsets < n, other=first).to(tl.int64)
     tl.store(work_ptr + 2 * pid, tl.min(x, axis=0))
@@ -122,7 +131,7 @@ def min_max(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: 
 @triton.jit(do_not_specialize=["n", "least_at"])
 def mark_values(x_ptr, flags_ptr, work_ptr, least_at, n, BLOCK: tl.constexpr):
     """``flags[x - least] = 1`` for each value ``x`` (``least`` is ``work[least_at]``)."""
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offsets = block_offsets(BLOCK)
     inside = offsets < n
     x = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int64)
     least = tl.load(work_ptr + least_at)
@@ -132,10 +141,7 @@ def mark_values(x_ptr, flags_ptr, work_ptr, least_at, n, BLOCK: tl.constexpr):
 @triton.jit(do_not_specialize=["n", "least_at"])
 def distinct_values(flags_ptr, work_ptr, least_work_ptr, least_at, out_ptr, n, BLOCK: tl.constexpr):
     """Each flagged offset plus ``least``, at its block's start plus its rank."""
-    pid = tl.program_id(0)
-    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = offsets < n
-    kept = (tl.load(flags_ptr + offsets, mask=inside, other=0) != 0) & inside
-    place = tl.load(work_ptr + pid) + tl.cumsum(kept.to(tl.int64), axis=0) - 1
+    offsets = block_offsets(BLOCK)
+    kept, place = kept_and_places(flags_ptr, work_ptr, offsets, n)
     value = offsets + tl.load(least_work_ptr + least_at)
     tl.store(out_ptr + place, value.to(out_ptr.dtype.element_ty), mask=kept)

@@ -24,8 +24,8 @@ branch) the way Inductor's Python wrapper writes ``call``:
   tunes a kernel of several configs, see ``tuning.Launch``), then call the
   launcher it settled on directly, rebound as a global;
 - a ``cond`` is a Python conditional over the branches' own generated functions;
-- ``nonzero``, ``masked_select`` and ``repeat_interleave`` call the runner's own
-  kernels for them (``compaction.py``), which compute the same tensors.
+- ``nonzero``, ``masked_select``, ``repeat_interleave`` and ``_unique2`` call the
+  runner's own kernels for them (``compaction.py``), which compute the same tensors.
 
 The graph itself is never changed: every check stays an FX node of it. The
 generated text is kept as the function's ``source`` attribute.
