@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._inductor.utils import clear_on_fresh_cache
 
 from .. import _compat
 
@@ -98,8 +99,26 @@ def _kernels() -> dict[str, Any]:
 
 _CONSTEXPRS = {"BLOCK": BLOCK, "CHUNK": CHUNK, "LONGEST": LONGEST_REPEAT}
 
-#: (kernel, device, dtype, alignment) -> how to launch the compiled kernel.
-_COMPILED: dict[tuple[Any, ...], Callable[..., None]] = {}
+
+class _CompiledKernels(dict[tuple[Any, ...], Callable[..., None]]):
+    """(kernel, device, dtype, alignment) -> how to launch the compiled kernel.
+
+    Inductor's ``fresh_cache()`` forgets it (``clear_on_fresh_cache``), together
+    with the compiles that Triton's JIT keeps in memory, so that the kernels
+    compile again into the fresh cache dir, as Inductor's own do: a process that
+    starts on that dir then finds their binaries there.
+    """
+
+    def cache_clear(self) -> None:
+        self.clear()
+        if _kernels.cache_info().currsize:
+            for kernel in _kernels().values():
+                caches = getattr(kernel, "device_caches", None)  # not in the interpreter
+                if caches is not None:
+                    caches.clear()
+
+
+_COMPILED = clear_on_fresh_cache(_CompiledKernels())
 
 _EMPTY = {"cuda": _compat.fast_empty_strided("cuda"), "cpu": _compat.fast_empty_strided("cpu")}
 _VIEW = _compat.reinterpret_tensor()

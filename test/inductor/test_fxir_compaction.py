@@ -194,6 +194,21 @@ def test_calls_in_a_row_each_count_afresh():
                 assert_same_tensor(result, aten.nonzero.default(mask))
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter compiles nothing")
+def test_a_fresh_cache_dir_gets_the_kernels_binaries(tmp_path):
+    """Inductor's ``fresh_cache()`` makes the kernels compile again, into its dir:
+    kernels kept compiled in memory would leave a fresh dir without their
+    binaries, and a process started on it would compile them again."""
+    from torch._inductor.utils import fresh_cache
+
+    mask = torch.rand(3 * BLOCK + 5, device=DEVICE) < 0.5
+    compaction.nonzero(mask)  # compiled, and kept, before the fresh dir
+    with fresh_cache(dir=str(tmp_path)):
+        assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
+    binaries = {path.name for path in (tmp_path / "triton").rglob("*.cubin")}
+    assert {"count_nonzero.cubin", "nonzero_indices.cubin"} <= binaries, binaries
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.int64, pytest.param(torch.int32, marks=pytest.mark.full), torch.uint8]
 )
