@@ -128,6 +128,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._inductor.ir:Reduction", "_multilayer_wrap_loader"),
     # The current stream's handle, for the runner's own kernels (``runner/compaction.py``).
     Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
+    # The ptxas that Inductor's compiles use, set for the runner's own (``use_inductors_ptxas``).
+    Private("torch._inductor.runtime.compile_tasks", "_set_triton_ptxas_path"),
     # Higher-order operators: while_loop's own eager implementation.
     Private("torch._higher_order_ops.while_loop", "while_loop_dense"),
     # Triton.

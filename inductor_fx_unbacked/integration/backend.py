@@ -58,6 +58,12 @@ class FxWrapperCodegen(WrapperFxCodegen):
     #: (``codegen/masked_reductions.py``), where no data-dependent size escapes.
     sync_free: bool = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Before Inductor writes this graph's kernels, which reads Triton's ptxas
+        # version for the process (``_compat.use_inductors_ptxas``).
+        _compat.use_inductors_ptxas()
+
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """The callable that runs ``gm``; ``gm`` itself is left as it is."""
         return runners.compile_graph(gm, self.runner, cuda_graphs=self.captures())

@@ -166,6 +166,8 @@ class _Call:
             launch(blocks, self.stream, args)
             return
         kernel = _kernels()[name]
+        if self.stream is not None:
+            _compat.use_inductors_ptxas()
         # The constexprs, the last parameters of every kernel, in their order.
         constexprs = {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS}
         compiled = kernel[(blocks,)](*args, **constexprs)

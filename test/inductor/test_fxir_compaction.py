@@ -11,6 +11,8 @@ Triton's interpreter (``INTERPRETED``), as the CPU mode runs Inductor's kernels.
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -205,7 +207,9 @@ def test_a_fresh_cache_dir_gets_the_kernels_binaries(tmp_path):
     compaction.nonzero(mask)  # compiled, and kept, before the fresh dir
     with fresh_cache(dir=str(tmp_path)):
         assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
-    binaries = {path.name for path in (tmp_path / "triton").rglob("*.cubin")}
+        # fresh_cache deletes its dir on exit.
+        triton_dir = Path(os.environ["TRITON_CACHE_DIR"])
+        binaries = {path.name for path in triton_dir.rglob("*.cubin")}
     assert {"count_nonzero.cubin", "nonzero_indices.cubin"} <= binaries, binaries
 
 
