@@ -204,18 +204,9 @@ def fast_empty_strided(device_type: str) -> Any:
 
 
 def use_inductors_ptxas() -> None:
-    """Point Triton at the ptxas that Inductor compiles its kernels with (torch's
-    own, where the build ships one), as Inductor does before its own compiles.
-
-    Triton's cache keys hold the ptxas version, which Triton reads once per
-    process, whenever it first needs it. Inductor sets the path only where it
-    compiles (its workers, or in-process), so a process that compiles through
-    workers reads the version of Triton's ptxas when it writes the kernels (12.8
-    against torch's 13.0 for torch 2.11+cu130), and one that starts warm reads
-    torch's. The runner's own kernels, compiled in-process, would then get
-    another key in each, and compile again in every warm process. Called before
-    the FX backend's graphs are written and before the runner's kernels compile.
-    """
+    """Point Triton at the ptxas Inductor compiles with (torch's own), as Inductor
+    does, but before the process first reads its version: Triton's cache keys hold
+    it, so the runner's kernels get one key in cold and warm processes."""
     from torch._inductor.runtime import compile_tasks
 
     compile_tasks._set_triton_ptxas_path()

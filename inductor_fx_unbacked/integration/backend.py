@@ -61,7 +61,10 @@ class FxWrapperCodegen(WrapperFxCodegen):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Before Inductor writes this graph's kernels, which reads Triton's ptxas
-        # version for the process (``_compat.use_inductors_ptxas``).
+        # version for the process: Inductor points Triton at torch's ptxas (13.0
+        # for torch 2.11+cu130; Triton 3.6's own is 12.8) only where it compiles,
+        # so a cold process that compiles in workers would read 12.8, a warm one
+        # 13.0, and the runner's kernels would compile again in every warm one.
         _compat.use_inductors_ptxas()
 
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
