@@ -92,9 +92,10 @@ class CompiledArtifact:
         self._guard = function("F, S", " and ".join(f"({g})" for g in signature.guards) or "1")
         self._aligned = _aligned_inputs(self.graph)
         self._flat = signature.in_spec == pytree.tree_flatten(tuple(signature.names))[1]
-        #: (reads the state, index, device, dtype, rank) of each tensor to check.
+        #: (where, reads the state, index, device, dtype, rank) of each tensor to check.
         self._tensors = [
-            (where[0] == "S", int(where[2:-1]), *meta) for where, meta in signature.tensors.items()
+            (where, where[0] == "S", int(where[2:-1]), *meta)
+            for where, meta in signature.tensors.items()
         ]
         #: How the graph's outputs become the result: its only one, a tuple, or the spec.
         spec = signature.out_spec
@@ -133,7 +134,7 @@ class CompiledArtifact:
         return pytree.tree_unflatten(list(outputs), signature.out_spec)
 
     def _check(self, leaves: Sequence[Any], state: Sequence[Any]) -> None:
-        for of_state, index, device, dtype, rank in self._tensors:
+        for where, of_state, index, device, dtype, rank in self._tensors:
             value = state[index] if of_state else leaves[index]
             if (
                 not isinstance(value, torch.Tensor)
@@ -142,7 +143,6 @@ class CompiledArtifact:
                 or value.dim() != rank
                 or (not of_state and value.requires_grad)
             ):
-                where = f"{'S' if of_state else 'F'}[{index}]"
                 raise InputError(self._mismatch(where, value, device, dtype, rank))
         signature = self.signature
         for index, constant in signature.constants.items():
