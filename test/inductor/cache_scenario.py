@@ -216,6 +216,22 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
         "counters": {
             name: dict(counters[name]) for name in ("inductor", "aot_autograd") if counters[name]
         },
+        "ptxas": _ptxas_seen(device),
+    }
+
+
+def _ptxas_seen(device: str) -> dict[str, Any] | None:
+    """The ptxas Triton's cache keys hold in this process (its version is read once
+    per process), for a failure's message: two processes that saw different
+    versions give the same kernel different keys."""
+    if device != "cuda":
+        return None
+    from triton.backends.nvidia import compiler
+
+    major, minor = torch.cuda.get_device_capability()
+    return {
+        "TRITON_PTXAS_PATH": os.environ.get("TRITON_PTXAS_PATH"),
+        "version": compiler.get_ptxas_version(10 * major + minor).strip().splitlines()[-1],
     }
 
 

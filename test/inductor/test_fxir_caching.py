@@ -130,7 +130,11 @@ class TestWarmStart:
         assert_compiled_fx(second)
         assert hits(second) >= 1
         # The kernels' binaries came from Triton's cache: nothing compiled.
-        assert second["new_triton_cache_entries"] == 0, second["new_triton_cache_files"]
+        assert second["new_triton_cache_entries"] == 0, (
+            second["new_triton_cache_files"],
+            first["ptxas"],
+            second["ptxas"],
+        )
 
     def test_capture_fx_graphs_on_a_warm_cache(self, cache_dirs):
         x = cache_scenario.inputs(DEVICE)[0]
