@@ -70,7 +70,7 @@ def run_one(name: str, backend: str, device: str, n: int) -> dict[str, Any]:
     recording = ifx.recording_graphs() if record else contextlib.nullcontext([])
     with recording as graphs, backend_context(backend, device):
         start = time.perf_counter()
-        result = compiled_fn(program, backend)(*first)
+        result = compiled_fn(program, backend, first, device)(*first)
         synchronize(device)
         seconds = time.perf_counter() - start
     after = set(os.listdir(triton_dir)) if os.path.isdir(triton_dir) else set()
@@ -177,7 +177,9 @@ def main() -> int:
                 out.replace(report(names, cold, runs))
     out.replace(report(names, cold, runs))
     print(out.text)
-    return 0
+    # A run that failed (not one stopped by the budget) fails the benchmark.
+    results = [*cold.values(), *(r for results in runs.values() for r in results)]
+    return 0 if all(result.get("ok") for result in results) else 1
 
 
 TITLE = "Warm starts: compile and first call in a fresh process with warm cache dirs"

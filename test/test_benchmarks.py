@@ -154,6 +154,26 @@ def test_data_dependent_measures_every_selected_program_within_its_budget(tmp_pa
     assert re.search(r"^geomean_steady_aot_eager_over_eager: \d+\.\d+$", floor, re.M), floor
 
 
+@pytest.mark.full
+def test_warm_start_serves_a_fresh_process_from_the_cold_ones_caches(tmp_path):
+    report = tmp_path / "report.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.warm_start", "--device", "cpu", "--quick"]
+        + ["--out", str(report)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    text = report.read_text()
+    # P1's row: the times of both backends, and the FX warm start served by the
+    # caches with its graph, its unbacked definition and no new Triton entry.
+    assert re.search(r"^\| P1 \|( \d+\.\d+ \|){7} hit, 1, 1, 0 \|$", text, re.M), text
+    assert "warm_fx_not_served_or_failed: 0\n" in text
+    assert re.search(r"^geomean_warm_fx_over_python_wrapper: \d+\.\d+$", text, re.M), text
+
+
 def dynamo_options_put_back():
     """The Dynamo options that a benchmark sets for its programs (``setup``), put back
     when a benchmark run in the test process ends."""
