@@ -98,6 +98,8 @@ def in_process(
         TRITON_CACHE_DIR=os.path.join(cache, "triton"),
     )
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    # As in a user's shell: Inductor sets it only in processes that compile.
+    env.pop("TRITON_PTXAS_PATH", None)
     command = [sys.executable, "-m", "benchmarks.warm_start", "--one", name, backend]
     command += ["--device", device, "--n", str(n)]
     child = harness.run_child(command, fresh_caches=False, timeout=timeout, env=env)

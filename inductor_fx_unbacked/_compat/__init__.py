@@ -8,7 +8,6 @@ package asks which torch it runs on.
 from __future__ import annotations
 
 import inspect
-import os
 import threading
 from typing import Any
 
@@ -183,6 +182,14 @@ def graph_pickler_options() -> Any:
     return _graph_pickler.Options(ops_filter=None)
 
 
+# The runner's own kernels: compiled and launched as Inductor's (``launching.py``).
+from .launching import (  # noqa: E402,F401
+    load_static_launcher,
+    static_launcher,
+    triton_cache_invalidating_env_vars,
+    use_inductors_ptxas,
+)
+
 # Private upstream names: the table of every one the package uses (``private_names.py``).
 from .private_names import ALL_RELEASES, PRIVATE_NAMES, Private  # noqa: E402,F401
 
@@ -203,49 +210,9 @@ def fast_empty_strided(device_type: str) -> Any:
     return getattr(guards, f"_empty_strided_{device_type}", None)
 
 
-def use_inductors_ptxas() -> None:
-    """Point Triton at the ptxas Inductor compiles with (torch's own), as Inductor
-    does, but before the process first reads its version: Triton's cache keys hold
-    it, so the runner's kernels get one key in cold and warm processes."""
-    from torch._inductor.runtime import compile_tasks
-
-    compile_tasks._set_triton_ptxas_path()
-
-
 def current_raw_stream(device_index: int) -> int:
     """The current CUDA stream of a device, as the handle that launchers take."""
     return torch._C._cuda_getCurrentRawStream(device_index)
-
-
-class _CompiledWithoutCubinFile:
-    """A kernel that Triton's JIT compiled, as Inductor's static launcher reads it:
-    with no cubin file (Inductor records one for the kernels it compiles)."""
-
-    def __init__(self, kernel: Any) -> None:
-        self._kernel = kernel
-        self._cubin_path = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._kernel, name)
-
-
-def static_triton_kernel(kernel: Any, device_index: int) -> Any:
-    """Inductor's static launcher (``StaticallyLaunchedCudaKernel``) for ``kernel``,
-    compiled by Triton's JIT, loaded on the device: its ``run(grid_x, grid_y, grid_z,
-    stream, *args)`` takes the arguments but the constexprs. None where it cannot
-    launch the kernel (hooks, scratch memory, a ROCm or older build)."""
-    import tempfile
-
-    from torch._inductor.runtime.triton_heuristics import StaticallyLaunchedCudaKernel
-
-    try:
-        static = StaticallyLaunchedCudaKernel(_CompiledWithoutCubinFile(kernel))
-        with tempfile.TemporaryDirectory() as directory:
-            static.reload_cubin_from_raw(os.path.join(directory, f"{static.name}.cubin"))
-            static.load_kernel(device_index)
-    except Exception:  # noqa: BLE001 - Triton's own launcher serves instead
-        return None
-    return static
 
 
 def while_loop_dense(*args: Any, **kwargs: Any) -> Any:

@@ -134,6 +134,12 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._higher_order_ops.while_loop", "while_loop_dense"),
     # Triton.
     Private("triton.runtime.driver:driver", "_active", checked_on="Triton 3.6 3.7 3.8 3.9"),
+    # What Triton keys its compiles by, for the runner's kernel store (``launching.py``).
+    Private(
+        "triton._C.libtriton",
+        "get_cache_invalidating_env_vars",
+        checked_on="Triton 3.6 3.9",
+    ),
     Private("triton.runtime.interpreter", "_implicit_cvt", checked_on="Triton 3.6 3.7 3.8 3.9"),
     Private(
         "triton.runtime.interpreter", "_patch_lang_tensor", checked_on="Triton 3.6 3.7 3.8 3.9"

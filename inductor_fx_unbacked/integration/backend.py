@@ -63,8 +63,10 @@ class FxWrapperCodegen(WrapperFxCodegen):
         # Before Inductor writes this graph's kernels, which reads Triton's ptxas
         # version for the process: Inductor points Triton at torch's ptxas (13.0
         # for torch 2.11+cu130; Triton 3.6's own is 12.8) only where it compiles,
-        # so a cold process that compiles in workers would read 12.8, a warm one
-        # 13.0, and the runner's kernels would compile again in every warm one.
+        # so a process that compiles in workers would read 12.8 or 13.0 by what
+        # ran first, and the runner's kernels get Triton cache keys that differ
+        # between processes. (Also where fx_backend is entered: an AOT compile
+        # may get here without it.)
         _compat.use_inductors_ptxas()
 
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
@@ -256,6 +258,10 @@ def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> 
         cuda_graphs=options.cuda_graphs,
         sync_free=options.sync_free,
     )
+    if options.device == "cuda":
+        # Before anything in this process reads Triton's ptxas version, which a
+        # warm start's first cache hit does before any wrapper is made.
+        _compat.use_inductors_ptxas()
     if options.device == "cpu":
         if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
             undo.enter_context(config.patch(CPU_MODE_CONFIG))

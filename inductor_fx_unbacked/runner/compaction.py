@@ -32,8 +32,9 @@ tensor, an explicit ``output_size``, negative repeats or one longer than
 goes to the operator itself, which also raises its own errors.
 
 The kernels are compiled on their first call for each device, dtypes and
-alignment, then launched through Inductor's static launcher, as Inductor's own
-kernels are. In Triton's interpreter they run through the JIT on CPU tensors
+alignment, and stored with their binaries (``kernel_store.py``), so that later
+processes load them as Inductor loads its own; they launch through Inductor's
+static launcher. In Triton's interpreter they run through the JIT on CPU tensors
 when :data:`INTERPRETED` is set (the tests set it): the CPU mode runs ATen's
 operators otherwise, a hundred times faster there.
 """
@@ -49,6 +50,7 @@ import torch
 from torch._inductor.utils import clear_on_fresh_cache
 
 from .. import _compat
+from . import kernel_store
 
 aten = torch.ops.aten
 
@@ -158,35 +160,50 @@ class _Call:
         return ticket
 
     def launch(self, name: str, blocks: int, *args: Any) -> None:
-        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``. Compiled on
-        the first call of each key, then launched through Inductor's static launcher
-        (or Triton's own, where that cannot launch it)."""
+        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``, launched through
+        Inductor's static launcher (or Triton's own, where that cannot launch it).
+        The first call of each key in a process loads the kernel from the runner's
+        store (``kernel_store.py``), or compiles and stores it."""
         launch = _COMPILED.get((name, self.key))
-        if launch is not None:
-            launch(blocks, self.stream, args)
-            return
+        if launch is None:
+            launch = self._prepare(name, blocks, args)
+            if launch is None:  # Triton's interpreter: the call above ran it
+                return
+            _COMPILED[name, self.key] = launch
+        launch(blocks, self.stream, args)
+
+    def _prepare(self, name: str, blocks: int, args: tuple[Any, ...]) -> Any:
         kernel = _kernels()[name]
-        if self.stream is not None:
-            _compat.use_inductors_ptxas()
         # The constexprs, the last parameters of every kernel, in their order.
         constexprs = {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS}
-        compiled = kernel[(blocks,)](*args, **constexprs)
-        if self.stream is not None and compiled is not None:
-            _COMPILED[name, self.key] = _launcher(compiled, self.device.index, constexprs)
-
-
-def _launcher(compiled: Any, device_index: int, constexprs: dict[str, int]) -> Callable[..., None]:
-    static = _compat.static_triton_kernel(compiled, device_index)
-    if static is not None:
-
-        def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
-            static.run(blocks, 1, 1, stream, *args)
-
-    else:
+        if self.stream is None:
+            kernel[(blocks,)](*args, **constexprs)
+            return None
+        index = self.device.index
+        key = kernel_store.entry_key(kernel, self.key[1:], constexprs, index)
+        static = kernel_store.load(key, index)
+        if static is not None:
+            return _static_launch(static)
+        _compat.use_inductors_ptxas()
+        # Compiled without a launch: Inductor's launcher needs no launcher of
+        # Triton's, which would be built (a C compile) on a cold cache.
+        compiled = kernel.warmup(*args, grid=(blocks,), **constexprs)
+        static = _compat.static_launcher(compiled)
+        if static is not None:
+            kernel_store.store(key, static)
+            if _compat.load_static_launcher(static, index):
+                return _static_launch(static)
         values = tuple(constexprs.values())
 
         def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
             compiled[(blocks, 1, 1)](*args, *values, stream=stream)
+
+        return launch
+
+
+def _static_launch(static: Any) -> Callable[..., None]:
+    def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
+        static.run(blocks, 1, 1, stream, *args)
 
     return launch
 

@@ -217,7 +217,22 @@ def compile_and_run(scenario: str, device: str, *, uuidless: bool = False) -> di
             name: dict(counters[name]) for name in ("inductor", "aot_autograd") if counters[name]
         },
         "ptxas": _ptxas_seen(device),
+        "runner_jit_compiles": _runner_jit_compiles(),
     }
+
+
+def _runner_jit_compiles() -> int:
+    """The runner's own kernels that Triton's JIT compiled, or loaded from Triton's
+    cache, in this process: none where the runner's store served them."""
+    from inductor_fx_unbacked.runner import compaction
+
+    if "inductor_fx_unbacked.runner.compaction_kernels" not in sys.modules:
+        return 0
+    return sum(
+        len(caches[0])
+        for kernel in compaction._kernels().values()
+        for caches in getattr(kernel, "device_caches", {}).values()
+    )
 
 
 def _ptxas_seen(device: str) -> dict[str, Any] | None:
@@ -274,6 +289,9 @@ def run_in_new_process(scenario: str, device: str, *, uuidless: bool = False) ->
     env = dict(os.environ)
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
     env.pop("TORCH_COMPILE_FORCE_DISABLE_CACHES", None)
+    # A user's process starts without it (Inductor sets it where it compiles, and a
+    # test worker may have): the package must set it itself, early enough.
+    env.pop("TRITON_PTXAS_PATH", None)
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     command = [sys.executable, __file__, scenario, device]
     if uuidless:

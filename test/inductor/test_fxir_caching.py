@@ -135,6 +135,11 @@ class TestWarmStart:
             first["ptxas"],
             second["ptxas"],
         )
+        if DEVICE == "cuda":
+            # The runner's own kernels: compiled and stored by the first, loaded
+            # from the runner's store by the second, without Triton's JIT.
+            assert first["runner_jit_compiles"] == 2
+            assert second["runner_jit_compiles"] == 0
 
     def test_capture_fx_graphs_on_a_warm_cache(self, cache_dirs):
         x = cache_scenario.inputs(DEVICE)[0]

@@ -11,7 +11,10 @@ Triton's interpreter (``INTERPRETED``), as the CPU mode runs Inductor's kernels.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -210,7 +213,69 @@ def test_a_fresh_cache_dir_gets_the_kernels_binaries(tmp_path):
         # fresh_cache deletes its dir on exit.
         triton_dir = Path(os.environ["TRITON_CACHE_DIR"])
         binaries = {path.name for path in triton_dir.rglob("*.cubin")}
+        stored = stored_kernels(tmp_path)
     assert {"count_nonzero.cubin", "nonzero_indices.cubin"} <= binaries, binaries
+    assert len(stored) == 2, stored
+
+
+def stored_kernels(inductor_dir: Path) -> list[Path]:
+    return sorted((inductor_dir / "inductor_fx_unbacked" / "kernels").glob("*.launcher"))
+
+
+NEW_PROCESS_NONZERO = """
+import json, torch
+from inductor_fx_unbacked.runner import compaction
+mask = torch.rand(3 * compaction.BLOCK + 5, device="cuda") < 0.5
+same = torch.equal(compaction.nonzero(mask), torch.nonzero(mask))
+compiled = sum(len(c[0]) for k in compaction._kernels().values() for c in k.device_caches.values())
+print(json.dumps({"same": same, "jit_compiles": compiled}))
+"""
+
+
+def nonzero_in_new_process(inductor_dir: Path, triton_dir: Path, **env: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", NEW_PROCESS_NONZERO],
+        env={
+            **os.environ,
+            "TORCHINDUCTOR_CACHE_DIR": str(inductor_dir),
+            "TRITON_CACHE_DIR": str(triton_dir),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter compiles nothing")
+def test_a_new_process_loads_the_kernels_from_the_store(tmp_path):
+    """The first process compiles and stores the kernels; the next one loads them
+    without Triton's JIT; a corrupt entry is compiled again and replaced."""
+    inductor_dir, triton_dir = tmp_path / "inductor", tmp_path / "triton"
+    first = nonzero_in_new_process(inductor_dir, triton_dir)
+    assert first == {"same": True, "jit_compiles": 2}
+    stored = stored_kernels(inductor_dir)
+    assert len(stored) == 2
+    second = nonzero_in_new_process(inductor_dir, triton_dir)
+    assert second == {"same": True, "jit_compiles": 0}
+    stored[0].write_bytes(b"not a launcher")
+    third = nonzero_in_new_process(inductor_dir, triton_dir)
+    assert third == {"same": True, "jit_compiles": 1}
+    assert stored[0].read_bytes() != b"not a launcher"
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter compiles nothing")
+def test_with_inductors_caches_disabled_the_store_is_neither_read_nor_written(tmp_path):
+    inductor_dir, triton_dir = tmp_path / "inductor", tmp_path / "triton"
+    nonzero_in_new_process(inductor_dir, triton_dir)
+    before = {path: path.read_bytes() for path in stored_kernels(inductor_dir)}
+    disabled = nonzero_in_new_process(
+        inductor_dir, triton_dir, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1"
+    )
+    assert disabled == {"same": True, "jit_compiles": 2}
+    assert {path: path.read_bytes() for path in stored_kernels(inductor_dir)} == before
 
 
 @pytest.mark.parametrize(
