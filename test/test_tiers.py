@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,8 @@ class _Selected:
         self.ids = {item.nodeid for item in session.items}
 
 
-def collected(*options: str) -> set[str]:
+@functools.cache
+def collected(*options: str) -> frozenset[str]:
     """The ids pytest selects from ``FILES`` with ``options``: a collection in this
     process (the test modules are imported already), as ``conftest.py`` selects."""
     selected = _Selected()
@@ -40,7 +42,7 @@ def collected(*options: str) -> set[str]:
     arguments += ["-n", "0", f"--rootdir={ROOT}", *options]
     code = pytest.main([*arguments, *(str(ROOT / name) for name in FILES)], plugins=[selected])
     assert code == pytest.ExitCode.OK, f"pytest {' '.join(options)}: exit code {code}"
-    return selected.ids
+    return frozenset(selected.ids)
 
 
 def test_every_file_named_for_both_releases_exists(conftest):
