@@ -79,12 +79,6 @@ def tests(session: nox.Session, torch: str) -> None:
         )
     extras = "test,models" if torchvision else "test"
     session.install("-e", f".[{extras}]", env=INSTALL_ENV)
-    session.run(
-        "python",
-        "-c",
-        "import torch, triton, numpy; print('torch', torch.__version__, "
-        "'triton', triton.__version__, 'numpy', numpy.__version__)",
-    )
     # The README's full-tier command, as users run it (Inductor's caches on; each test
     # gets fresh cache dirs). Arguments after -- replace "-n 2 --full". In CI (IFX_CI=1,
     # set by .ci/run), the two releases share the full tier (test/conftest.py,

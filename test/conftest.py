@@ -110,6 +110,14 @@ def _keep_log_capture_off_the_trace():
             TRACE_LOG.removeHandler(handler)
 
 
+def pytest_report_header(config):
+    """The releases under test, first in every log (CI's among them)."""
+    import numpy
+    import triton
+
+    return f"torch {torch.__version__}, triton {triton.__version__}, numpy {numpy.__version__}"
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--full",
