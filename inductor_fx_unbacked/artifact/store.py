@@ -141,7 +141,8 @@ def loads(data: bytes, *, with_values: bool) -> LoadedArtifact:
             f"this process has {versions()}: compile it again here"
         )
     _check_kernels_can_run(payload["kernels"].values())
-    # A process that only loads gets the ptxas of the one that compiled (backend.py).
+    # A process that only loads gets the ptxas of the one that compiled
+    # (``register_fx_wrapper``).
     _compat.use_inductors_ptxas()
     owned: OwnedKernels = _from_sources(
         payload["kernels"], payload["constant_args"], payload["cpp_kernels"]

@@ -58,17 +58,6 @@ class FxWrapperCodegen(WrapperFxCodegen):
     #: (``codegen/masked_reductions.py``), where no data-dependent size escapes.
     sync_free: bool = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Before Inductor writes this graph's kernels, which reads Triton's ptxas
-        # version for the process: Inductor points Triton at torch's ptxas (13.0
-        # for torch 2.11+cu130; Triton 3.6's own is 12.8) only where it compiles,
-        # so a process that compiles in workers would read 12.8 or 13.0 by what
-        # ran first, and the runner's kernels get Triton cache keys that differ
-        # between processes. (Also where fx_backend is entered: an AOT compile
-        # may get here without it.)
-        _compat.use_inductors_ptxas()
-
     def compile_graph(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """The callable that runs ``gm``; ``gm`` itself is left as it is."""
         return runners.compile_graph(gm, self.runner, cuda_graphs=self.captures())
@@ -258,10 +247,6 @@ def _apply_process_wide(options: BackendOptions, undo: contextlib.ExitStack) -> 
         cuda_graphs=options.cuda_graphs,
         sync_free=options.sync_free,
     )
-    if options.device == "cuda":
-        # Before anything in this process reads Triton's ptxas version, which a
-        # warm start's first cache hit does before any wrapper is made.
-        _compat.use_inductors_ptxas()
     if options.device == "cpu":
         if not _compat.INDUCTOR_CONFIG_IS_PER_THREAD:
             undo.enter_context(config.patch(CPU_MODE_CONFIG))
@@ -289,6 +274,14 @@ def register_fx_wrapper(
     }
     if any(getattr(codegen, name) != value for name, value in options.items()):
         codegen = type(codegen.__name__, (codegen,), options)
+    if device == "cuda":
+        # Before anything in this process reads Triton's ptxas version: Triton's
+        # cache keys hold it (read once per process), and Inductor points Triton at
+        # torch's ptxas (13.0 for torch 2.11+cu130; Triton 3.6's own is 12.8) only
+        # where it compiles. A warm start's first cache hit reads it before any
+        # wrapper is made; without this, cold and warm processes would give the
+        # runner's kernels different keys.
+        _compat.use_inductors_ptxas()
     previous = common.device_codegens[device]
     # The artifact's identity goes into Inductor's and AOTAutograd's cache
     # keys through the device's custom backend pass (caches.py).
