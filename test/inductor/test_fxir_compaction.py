@@ -210,10 +210,10 @@ def test_a_fresh_cache_dir_gets_the_kernels_binaries(tmp_path):
     compaction.nonzero(mask)  # compiled, and kept, before the fresh dir
     with fresh_cache(dir=str(tmp_path)):
         assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
-        # fresh_cache deletes its dir on exit.
+        # fresh_cache makes its dir under ``tmp_path``, and deletes it on exit.
         triton_dir = Path(os.environ["TRITON_CACHE_DIR"])
         binaries = {path.name for path in triton_dir.rglob("*.cubin")}
-        stored = stored_kernels(tmp_path)
+        stored = stored_kernels(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
     assert {"count_nonzero.cubin", "nonzero_indices.cubin"} <= binaries, binaries
     # The runner's store, in the fresh dir too (none where the caches are forced off).
     assert len(stored) == (0 if torch._inductor.config.force_disable_caches else 2), stored
