@@ -126,12 +126,6 @@ def pytest_addoption(parser):
         help="run the full tier: also the tests marked 'full' (CI and the GPU runs do)",
     )
     parser.addoption(
-        "--ci-release",
-        choices=("oldest", "newest"),
-        default=None,
-        help="CI's share of the tests for this release (.ci/run; see CI_ON_BOTH_RELEASES)",
-    )
-    parser.addoption(
         "--shard",
         type=_shard,
         default=None,
@@ -158,11 +152,6 @@ def pytest_configure(config):
     # tests marked ``full``: the rest of the corpus's programs and modes, the other
     # model cases, and most tests that start fresh processes.
     config.addinivalue_line("markers", "full: in the full tier only (--full)")
-    # CI shares the full tier between the oldest and the newest release
-    # (``--ci-release``, ``pytest_collection_modifyitems``); these markers pin a test
-    # to one of them.
-    config.addinivalue_line("markers", "ci_oldest: in CI, run on the oldest release only")
-    config.addinivalue_line("markers", "ci_newest: in CI, run on the newest release only")
 
 
 def caches_forced_off() -> bool:
@@ -272,49 +261,21 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
-#: The files whose default-tier tests CI runs on both releases: the overlay's rows and
-#: the private names it reads, which change between releases and are cheap to check.
-#: The rest, upstream's test file in this package's form, upstream's defects, the
-#: corpus, caching and text parity included, runs on one release each
-#: (``ci_release``): CI's 12 minutes hold no more (measured at 723 s with upstream's
-#: test file and the defects on both). ``nox`` and the tier runs cover every release.
-CI_ON_BOTH_RELEASES = frozenset(
-    {
-        "test/test_compat.py",
-        "test/test_overlay.py",
-    }
-)
-
-
 def _hash(item) -> int:
+    """A stable hash of the test's id: the same shard in every run."""
     import zlib
 
     return zlib.crc32(item.nodeid.encode())
 
 
-def ci_release(item) -> str | None:
-    """The release CI runs ``item`` on ("oldest" or "newest"), or None for both:
-    a ``ci_oldest``/``ci_newest`` marker, else both for the default-tier tests of
-    ``CI_ON_BOTH_RELEASES``, else one chosen by a stable hash of the test's id, so
-    that each test of the full tier runs in CI, and each run picks the same."""
-    for release in ("oldest", "newest"):
-        if item.get_closest_marker(f"ci_{release}") is not None:
-            return release
-    if item.nodeid.split("::", 1)[0] in CI_ON_BOTH_RELEASES and not item.get_closest_marker("full"):
-        return None
-    return ("oldest", "newest")[_hash(item) % 2]
-
-
 def pytest_collection_modifyitems(config, items):
-    """Without ``--full``, deselect the tests marked ``full``; with ``--ci-release``,
-    the tests CI runs on the other release; with ``--shard``, the other shards'."""
-    release = config.getoption("--ci-release")
+    """Without ``--full``, deselect the tests marked ``full``; with ``--shard``, the
+    other shards'."""
     shard = config.getoption("--shard")
     kept = [
         item
         for item in items
         if (config.getoption("--full") or item.get_closest_marker("full") is None)
-        and (release is None or ci_release(item) in (None, release))
         and (shard is None or _hash(item) % shard[1] == shard[0] - 1)
     ]
     if len(kept) < len(items):

@@ -14,8 +14,6 @@ import torch
 from benchmarks import harness
 
 REPO = harness.ROOT
-#: The harness is the repository's tooling: in CI on the newest release only.
-pytestmark = pytest.mark.ci_newest
 
 
 def run_gpu_entry_point(*arguments, timeout=120):

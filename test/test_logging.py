@@ -114,7 +114,6 @@ ifx.capture_fx_graphs(lambda x: x[x > 0] * 2, torch.tensor([1.0, -2.0, 3.0], dev
 
 
 @needs_interpreter
-@pytest.mark.ci_newest  # a fresh process: in CI on the newest release
 def test_torch_logs_and_torch_trace_in_a_fresh_process(tmp_path):
     """As a user runs it: the environment is read when torch is imported, before the package."""
     trace_dir = tmp_path / "trace"
@@ -169,7 +168,6 @@ def test_compiles_then_fails():
 
 @needs_interpreter
 @pytest.mark.full
-@pytest.mark.ci_newest  # a fresh process: in CI on the newest release
 def test_a_failing_test_reports_no_structured_trace_lines(tmp_path):
     """pytest captures logs of non-propagating loggers; torch's structured trace is one,
     always at DEBUG. The suite's conftest keeps the capture off it."""

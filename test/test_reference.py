@@ -35,7 +35,6 @@ print(sorted(changed))
 """
 
 
-@pytest.mark.ci_oldest  # a fresh process: in CI on the oldest release (where it was found)
 @pytest.mark.skipif(torch.cuda.is_available(), reason="only the CPU reference interprets")
 def test_the_reference_leaves_triton_language_as_it_found_it():
     env = {

@@ -1,5 +1,5 @@
-"""The suite's selections: the tiers, CI's share per release and the GPU runs' shards
-(``conftest.py``), read from pytest's own collection."""
+"""The suite's selections: the tiers and the GPU runs' shards (``conftest.py``), read
+from pytest's own collection."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-#: Two files of the upstream contract (the second with a full-tier test) and one
-#: outside it.
+#: Three small files, one of them with a full-tier test.
 FILES = ("test/test_compat.py", "test/test_overlay.py", "test/test_misuse.py")
 
 
@@ -45,23 +44,9 @@ def collected(*options: str) -> frozenset[str]:
     return frozenset(selected.ids)
 
 
-def test_every_file_named_for_both_releases_exists(conftest):
-    missing = [name for name in conftest.CI_ON_BOTH_RELEASES if not (ROOT / name).is_file()]
-    assert not missing, f"CI_ON_BOTH_RELEASES names files that are gone: {missing}"
-
-
-def test_ci_runs_the_full_tier_across_the_two_releases():
-    full = collected("--full")
-    default = collected()
-    oldest = collected("--full", "--ci-release", "oldest")
-    newest = collected("--full", "--ci-release", "newest")
+def test_the_full_tier_adds_to_the_default_tier():
+    default, full = collected(), collected("--full")
     assert default < full
-    assert oldest | newest == full
-    both = oldest & newest
-    # On both releases: the default tier of the upstream contract's files, and only it.
-    assert both == {t for t in default if t.startswith(FILES[:2])}
-    elsewhere = full - both
-    assert elsewhere & oldest and elsewhere & newest, "one release ran every other test"
 
 
 @pytest.mark.full

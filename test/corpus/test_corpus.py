@@ -161,7 +161,7 @@ def python_wrapper(program, inputs, dynamic):
 
 @pytest.mark.parametrize(
     "dynamic",
-    [pytest.param(False, marks=pytest.mark.ci_oldest, id="static"), True],
+    [False, True],
     ids=["static", "dynamic"],
 )
 @pytest.mark.parametrize("program", tiers.programs(CORPUS))
@@ -225,7 +225,6 @@ def inductor_aot_error(module, example_inputs):
     return None
 
 
-@pytest.mark.ci_newest  # in CI on the newest release (the static mode runs on the oldest)
 @pytest.mark.parametrize("program", tiers.programs(p for p in CORPUS if not p.backward))
 def test_aot_path(program):
     inputs = program.inputs(DEVICE)

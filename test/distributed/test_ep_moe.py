@@ -38,9 +38,6 @@ PG_TIMEOUT_S = 120
 #: below its own limit for the test run).
 TEST_DEADLINE_S = float(os.environ.get("EP_MOE_TEST_DEADLINE_S", 600))
 
-#: Two ranks in child processes, about 40 s of CPU: in CI on the newest release only.
-pytestmark = pytest.mark.ci_newest
-
 DEVICES = [
     "cpu",
     pytest.param(

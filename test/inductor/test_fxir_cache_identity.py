@@ -34,7 +34,7 @@ pytestmark = pytest.mark.caches_on
 #: Across processes: in CI on the oldest release (the newest runs test_fxir_caching's).
 WHERE = pytest.mark.parametrize(
     "where",
-    ["same_process", pytest.param("new_process", marks=[pytest.mark.ci_oldest, pytest.mark.full])],
+    ["same_process", pytest.param("new_process", marks=pytest.mark.full)],
 )
 
 

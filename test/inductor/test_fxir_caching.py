@@ -71,7 +71,6 @@ class TestPythonWrapperThenFx:
         assert hits(second) == 0
 
     @pytest.mark.full
-    @pytest.mark.ci_newest  # across processes: in CI on the newest release
     def test_new_process(self, cache_dirs):
         # The first compile here, the second in a new process that starts on its entries.
         first = cache_scenario.compile_and_run("python", DEVICE)
@@ -91,7 +90,6 @@ class TestFxThenPythonWrapper:
         assert hits(second) == 0
 
     @pytest.mark.full
-    @pytest.mark.ci_newest  # across processes: in CI on the newest release
     def test_new_process(self, cache_dirs):
         assert_compiled_fx(cache_scenario.compile_and_run("fx", DEVICE))
         second = run_in_new_process("python")
@@ -113,7 +111,6 @@ class TestWarmStart:
         assert_compiled_fx(second)
         assert hits(second) >= 1
 
-    @pytest.mark.ci_newest  # across processes: in CI on the newest release
     def test_new_process(self, cache_dirs):
         # On a GPU both in new processes, as users run them: a test worker's
         # earlier tests leave Triton state (compiled kernels, the ptxas version

@@ -28,9 +28,6 @@ from inductor_fx_unbacked.integration import backend as api
 sys.path.insert(0, str(Path(__file__).parent))
 import cache_scenario  # noqa: E402
 
-#: gcc builds every kernel here (fresh cache dirs): in CI on the oldest release only.
-pytestmark = pytest.mark.ci_oldest
-
 CPP_KERNEL = torch.ops.fx_unbacked.cpp_kernel.default
 
 

@@ -18,7 +18,6 @@ and its FX graph must show the choice.
 
 import operator
 
-import pytest
 import torch
 from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
@@ -91,9 +90,8 @@ class SelectionTestCase(FxirTestCase):
 
 
 class MaskIndexingTest(SelectionTestCase):
-    # In CI on the newest release: 2.10 runs these fused row kernels as loops, each of
-    # its tuning configs interpreted (about 15 s each there, 2 s on 2.15).
-    @pytest.mark.ci_newest
+    # 2.10 runs these fused row kernels as loops, each of its tuning configs
+    # interpreted (about 15 s each there, 2 s on 2.15).
     def test_selected_rows_are_gathered_where_they_are_read(self):
         inputs = [(self.rows(16, p, 256),) for p in (3, 12)]
         graphs = self.compile_and_compare(normalized_rows, inputs)
@@ -136,9 +134,8 @@ class MaskIndexingTest(SelectionTestCase):
 
 
 class RowReductionFusionTest(SelectionTestCase):
-    # In CI on the newest release: 2.10 runs these fused row kernels as loops, each of
-    # its tuning configs interpreted (about 15 s each there, 2 s on 2.15).
-    @pytest.mark.ci_newest
+    # 2.10 runs these fused row kernels as loops, each of its tuning configs
+    # interpreted (about 15 s each there, 2 s on 2.15).
     def test_reductions_over_selected_rows_fuse_into_one_kernel(self):
         inputs = [(self.rows(16, p, 256),) for p in (3, 12)]
         graphs = self.compile_and_compare(normalized_rows, inputs)

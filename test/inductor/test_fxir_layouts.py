@@ -162,11 +162,6 @@ def cases() -> list[Any]:
             marks = []
             if program.name not in DEFAULT_TIER or layout != "offset":
                 marks.append(pytest.mark.full)
-            # In CI, strided inputs on the oldest release and expanded ones on the newest.
-            if layout != "offset":
-                marks.append(
-                    pytest.mark.ci_oldest if layout == "strided" else pytest.mark.ci_newest
-                )
             params.append(pytest.param(program, layout, id=f"{program.name}-{layout}", marks=marks))
     return params
 

@@ -12,7 +12,6 @@ programs); ``LARGE`` ones may exceed ``CHUNK`` elements (``CeilDiv(u0, CHUNK)``
 programs). On CPU, the kernels run in Triton's interpreter.
 """
 
-import pytest
 import torch
 from test_fxir_backend import FxirTestCase, kernel_calls
 from torch._inductor.utils import run_and_get_code
@@ -155,8 +154,6 @@ class ReductionSplitTest(FxirTestCase):
         graphs = self.run_split(masked_var_mean, inputs)
         self.assert_two_stages(graphs, chunked=False)
 
-    # In CI on the newest release: about 20 s of interpreted chunks on 2.10.
-    @pytest.mark.ci_newest
     def test_amax_of_a_long_masked_selection_is_chunked(self):
         inputs = [(self.signed(LARGE, p),) for p in (LARGE // 3, 7)]
         graphs = self.run_split(masked_amax, inputs)
