@@ -35,6 +35,14 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 
 
+@pytest.fixture(autouse=True)
+def releasing_cuda_graphs():
+    """The CUDA graphs that a test's runners captured are released after it: kept,
+    they would take the room that a later test's captures need."""
+    yield
+    cuda_graphs.release_all()
+
+
 def in_storage(t: torch.Tensor, offset: int, step: int = 1) -> torch.Tensor:
     """``t``'s values in a tensor that starts ``offset`` elements into its storage, at
     every ``step``-th element of it (strided where ``step`` > 1)."""
