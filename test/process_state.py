@@ -13,7 +13,7 @@ Dynamo's stance and callback, the tracing and dispatch contexts (the fake,
 functional and proxy modes, upstream's process-wide flags of them and Dynamo's
 eval-frame override, FX's symbolic tracing), grad mode, deterministic
 algorithms, the default dtype and the CUDA device and stream; the runner's
-compaction kernels (what they run on, the launchers kept), the CUDA graphs the
+compaction kernels (where they run), the CUDA graphs the
 runner keeps captured, and upstream's kernel side table (the package's entries
 that no graph owns: :func:`_unowned_side_table_entries`).
 """
@@ -50,10 +50,10 @@ def snapshot() -> dict[str, Any]:
         # Captured graphs hold device memory, and the room left decides whether a
         # later stretch captures: a test releases what it captured.
         "CUDA graphs kept": (len(cuda_graphs.MEMORY.entries), cuda_graphs.MEMORY.total_bytes),
+        # The compaction kernels keep no state from one call to the next (each
+        # call's ticket is in its own work buffer); their launchers are a cache
+        # keyed by all a launch depends on, which fresh_cache() forgets.
         "compaction kernels interpreted": compaction.INTERPRETED,
-        # Inductor's fresh_cache() forgets them (each test has one): a launcher kept
-        # past it would launch a kernel whose binary is not in the test's cache dir.
-        "compaction launchers kept": sorted(map(repr, compaction._COMPILED)),
         "kernel side table entries no graph owns": _unowned_side_table_entries(),
         "device codegens": _by_identity(common.device_codegens),
         "custom backend passes": _by_identity(common.custom_backend_passes),
