@@ -122,10 +122,13 @@ def inductors_ptxas() -> str | None:
     None where this build has none. Read by running it on a scratch environment."""
     from torch._inductor.runtime import compile_tasks
 
+    set_ptxas_path = compile_tasks._set_triton_ptxas_path
+    # Cached (runs once per process) on some releases: its body is what decides.
+    set_ptxas_path = getattr(set_ptxas_path, "__wrapped__", set_ptxas_path)
     saved = dict(os.environ)
     try:
         os.environ.pop("TRITON_PTXAS_PATH", None)
-        compile_tasks._set_triton_ptxas_path()
+        set_ptxas_path()
         return os.environ.get("TRITON_PTXAS_PATH")
     finally:
         os.environ.clear()
