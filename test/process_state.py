@@ -12,7 +12,10 @@ driver), every config a compile reads (Inductor's, Dynamo's, AOTAutograd's,
 Dynamo's stance and callback, the tracing and dispatch contexts (the fake,
 functional and proxy modes, upstream's process-wide flags of them and Dynamo's
 eval-frame override, FX's symbolic tracing), grad mode, deterministic
-algorithms, the default dtype and the CUDA device and stream.
+algorithms, the default dtype and the CUDA device and stream; the runner's
+compaction kernels (where they run), the CUDA graphs the
+runner keeps captured, and upstream's kernel side table (the package's entries
+that no graph owns: :func:`_unowned_side_table_entries`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def snapshot() -> dict[str, Any]:
     from torch._inductor.codegen import common
 
     from inductor_fx_unbacked.integration import overlay, recording, sharing, thread_flags
-    from inductor_fx_unbacked.runner import cuda_graphs
+    from inductor_fx_unbacked.runner import compaction, cuda_graphs
 
     # The registration every compile makes first, once per process.
     common.init_backend_registration()
@@ -44,6 +47,14 @@ def snapshot() -> dict[str, Any]:
         "overlay enabled": overlay.is_enabled(),
         "recording blocks in this thread": len(recording._thread_sinks()),
         "CUDA-graph limits": repr(cuda_graphs.LIMITS),
+        # Captured graphs hold device memory, and the room left decides whether a
+        # later stretch captures: a test releases what it captured.
+        "CUDA graphs kept": (len(cuda_graphs.MEMORY.entries), cuda_graphs.MEMORY.total_bytes),
+        # The compaction kernels keep no state from one call to the next (each
+        # call's ticket is in its own work buffer); their launchers are a cache
+        # keyed by all a launch depends on, which fresh_cache() forgets.
+        "compaction kernels interpreted": compaction.INTERPRETED,
+        "kernel side table entries no graph owns": _unowned_side_table_entries(),
         "device codegens": _by_identity(common.device_codegens),
         "custom backend passes": _by_identity(common.custom_backend_passes),
         "custom backend codegen configs": _by_identity(common.custom_backend_codegen_configs),
@@ -95,17 +106,74 @@ def snapshot() -> dict[str, Any]:
 #: CUDA (absent before) and leaves these values has changed nothing a compile reads.
 CUDA_AS_INITIALISED = {"CUDA device": 0, "CUDA stream": 0, "CUDA stream capturing": False}
 #: Variables that upstream's first Triton compile for a GPU sets once per process
-#: (``torch/_inductor/runtime/compile_tasks.py``: the ptxas and libdevice that match
-#: torch's CUDA, for its compile workers to inherit): appearing, they are not a leak.
-SET_ONCE_BY_UPSTREAM = frozenset(
-    {"environment TRITON_PTXAS_PATH", "environment TRITON_LIBDEVICE_PATH"}
-)
+#: (``torch/_inductor/runtime/compile_tasks.py``: the libdevice that matches torch's
+#: CUDA, for its compile workers to inherit): appearing, they are not a leak.
+SET_ONCE_BY_UPSTREAM = frozenset({"environment TRITON_LIBDEVICE_PATH"})
+#: Set once per process by the package itself, to the value upstream's compile
+#: workers set (``_compat.use_inductors_ptxas``, where the FX wrapper is registered for
+#: CUDA, where the compaction kernels compile and where an artifact loads): accepted
+#: with exactly that value (:func:`inductors_ptxas`), reported with any other.
+SET_ONCE_BY_THE_PACKAGE = "environment TRITON_PTXAS_PATH"
+
+
+def inductors_ptxas() -> str | None:
+    """The ``TRITON_PTXAS_PATH`` that upstream's ``_set_triton_ptxas_path`` (which
+    the package calls) sets in a process where it is unset: torch's own ptxas, or
+    None where this build has none. Read by running it on a scratch environment."""
+    from torch._inductor.runtime import compile_tasks
+
+    set_ptxas_path = compile_tasks._set_triton_ptxas_path
+    # Cached (runs once per process) on some releases: its body is what decides.
+    set_ptxas_path = getattr(set_ptxas_path, "__wrapped__", set_ptxas_path)
+    saved = dict(os.environ)
+    try:
+        os.environ.pop("TRITON_PTXAS_PATH", None)
+        set_ptxas_path()
+        return os.environ.get("TRITON_PTXAS_PATH")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _appears_as_expected(key: str, value: Any) -> bool:
     if key in CUDA_AS_INITIALISED:
         return value == CUDA_AS_INITIALISED[key]
+    if key == SET_ONCE_BY_THE_PACKAGE:
+        return value is not None and value == inductors_ptxas()
     return key in SET_ONCE_BY_UPSTREAM
+
+
+def _unowned_side_table_entries() -> list[int]:
+    """The indices of upstream's kernel side table at which the package placed a kernel
+    or constant arguments that no live graph owns and no dropped graph's release
+    names: nothing will ever release them.
+
+    The table grows with every compile and a dropped graph's entries are released
+    at the package's next write (``artifact/kernels.py``), after its finalizer ran,
+    whenever the collector gets to it: counting entries would depend on that
+    timing. An entry that no owner counts and no queued release names does not:
+    it stays for the life of the process (a compile that placed kernels and handed
+    out no graph). Upstream's own entries (positions below the package's indices)
+    are Dynamo's: its reset empties them.
+    """
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+
+    from inductor_fx_unbacked.artifact import kernels as owned
+    from inductor_fx_unbacked.codegen.kernels import RELEASED, STABLE_INDEX_BASE
+
+    pending = {key for keys in list(owned._dropped) for key in keys}
+    unowned = []
+    for kind, table in (
+        ("kernel", dict(kernel_side_table.id_to_kernel)),
+        ("constant_args", dict(kernel_side_table.constant_args)),
+    ):
+        for index, entry in table.items():
+            key = (kind, index)
+            if index < STABLE_INDEX_BASE or entry is RELEASED:
+                continue
+            if owned._users.get(key, 0) <= 0 and key not in pending:
+                unowned.append(index)
+    return sorted(unowned)
 
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

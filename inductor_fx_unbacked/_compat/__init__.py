@@ -187,6 +187,7 @@ from .launching import (  # noqa: E402,F401
     load_static_launcher,
     static_launcher,
     triton_cache_invalidating_env_vars,
+    triton_compile_key,
     use_inductors_ptxas,
 )
 

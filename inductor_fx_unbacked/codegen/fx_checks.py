@@ -137,10 +137,15 @@ def checking_graph_inputs(generate_shapes: F) -> F:
 
 
 def _generate_graph_input_asserts(self: FxConverter) -> None:
-    # The GPU inputs that the kernels assume aligned (their examples were): Inductor's
-    # compiled graph copies such an input where it is not, before the graph runs; a
-    # graph called directly says so instead of reading it misaligned.
-    aligned = set(getattr(V.graph, "inputs_to_check", None) or ())
+    # The GPU inputs that the kernels assume aligned (upstream's ``inputs_to_check``):
+    # Inductor's compiled graph copies such an input where it is not, before the graph
+    # runs; a graph called directly says so instead of reading it misaligned. It is an
+    # alignment check, so it exists where the user's config keeps them
+    # (``alignment_asserts``, which upstream reads before every alignment check it
+    # writes): a check that the config turned off never appears.
+    aligned = (
+        set(getattr(V.graph, "inputs_to_check", None) or ()) if config.alignment_asserts else ()
+    )
     for index, ir_node in enumerate(self.graph_inputs.values()):
         if not isinstance(ir_node, ir.TensorBox):
             continue

@@ -292,6 +292,13 @@ def converting_extern_kernel_args(generate_common: F) -> F:
     keyword-only argument such as ``aten.sort.stable``'s ``stable`` was lost and
     the node failed when it ran ("missing value for argument 'stable'"). The
     missing ones are taken from ``unflatten_args`` for the conversion.
+
+    A keyword argument that is a sympy expression over symbols
+    (``repeat_interleave(r, output_size=u0)``) becomes its node before upstream
+    creates the kernel's node: FX's metadata hook runs the operator on the
+    arguments' fake values as the node is created, and a raw ``Symbol`` is no
+    ``SymInt`` ("Expected a value of type 'Optional[int]' ... found type
+    'Symbol'"), so replacing it afterwards would be too late.
     """
     materializing = materializing_symbolic_args(generate_common)
 
@@ -300,16 +307,48 @@ def converting_extern_kernel_args(generate_common: F) -> F:
         self: FxConverter, kernel: ir.ExternKernel, out_ir_node: ir.IRNode
     ) -> None:
         missing = _missing_keyword_args(kernel)
-        if not missing:
+        symbolic = _symbolic_keys(kernel.kwargs)
+        if not missing and not symbolic:
             return materializing(self, kernel, out_ir_node)
         saved = kernel.kwargs
-        kernel.kwargs = {**pytree.tree_map(lambda v: _as_node(self, v), missing), **saved}
+        kernel.kwargs = {
+            **pytree.tree_map(lambda v: _as_node(self, v), missing),
+            **saved,
+            **{name: _symbolic_as_node(self, saved[name]) for name in symbolic},
+        }
         try:
             return materializing(self, kernel, out_ir_node)
         finally:
             kernel.kwargs = saved
 
     return _generate_extern_kernel_common  # type: ignore[return-value]
+
+
+def _is_symbolic(value: Any) -> bool:
+    """Whether ``value`` is a SymInt, SymBool or sympy expression over symbols."""
+    if isinstance(value, (torch.SymInt, torch.SymBool)):
+        value = value.node.expr
+    return isinstance(value, sympy.Basic) and bool(value.free_symbols)
+
+
+def _symbolic_keys(kwargs: dict[str, Any]) -> list[str]:
+    """The keyword arguments with a symbolic value anywhere inside them."""
+    return [
+        name for name, value in kwargs.items() if any(map(_is_symbolic, pytree.tree_leaves(value)))
+    ]
+
+
+def _symbolic_as_node(self: FxConverter, value: Any) -> Any:
+    """``value`` with each symbolic leaf replaced by the node that computes it."""
+
+    def to_node(leaf: Any) -> Any:
+        if not _is_symbolic(leaf):
+            return leaf
+        if isinstance(leaf, (torch.SymInt, torch.SymBool)):
+            leaf = leaf.node.expr
+        return self._generate_sym_node(leaf)
+
+    return pytree.tree_map(to_node, value)
 
 
 def _missing_keyword_args(kernel: ir.ExternKernel) -> dict[str, Any]:

@@ -16,9 +16,9 @@ kernels and one scalar copied to the host:
 
 1. per block of :data:`BLOCK` elements, the count of kept elements (the sum of
    the repeats, or ``-1`` where one is negative); the block that counts last
-   (a ticket counts them) turns the counts into each block's start (an
-   exclusive prefix sum) and writes the total after them (``-1`` where a count
-   was negative);
+   (a ticket in the call's own work buffer counts them: :func:`_work_buffer`)
+   turns the counts into each block's start (an exclusive prefix sum) and
+   writes the total after them (``-1`` where a count was negative);
 2. after the host has read the total and allocated the result, each
    block writes its kept elements (their indices, their values, or each index
    repeated) at its start plus their rank in the block.
@@ -150,15 +150,6 @@ class _Call:
             return torch.empty_strided(size, stride, dtype=dtype, device=self.device)
         return allocate(size, stride, dtype)
 
-    def ticket(self) -> torch.Tensor:
-        """The device's and stream's counter of the blocks that have counted: zero
-        between launches (the last block puts it back), so made once."""
-        key = (self.device, self.stream)
-        ticket = _TICKETS.get(key)
-        if ticket is None:
-            ticket = _TICKETS[key] = torch.zeros(1, dtype=torch.int32, device=self.device)
-        return ticket
-
     def launch(self, name: str, blocks: int, *args: Any) -> None:
         """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``, launched through
         Inductor's static launcher (or Triton's own, where that cannot launch it).
@@ -180,11 +171,12 @@ class _Call:
             kernel[(blocks,)](*args, **constexprs)
             return None
         index = self.device.index
+        # Before the key: it holds the ptxas version, which Triton reads once.
+        _compat.use_inductors_ptxas()
         key = kernel_store.entry_key(kernel, self.key[1:], constexprs, index)
         static = kernel_store.load(key, index)
         if static is not None:
             return _static_launch(static)
-        _compat.use_inductors_ptxas()
         # Compiled without a launch: Inductor's launcher needs no launcher of
         # Triton's, which would be built (a C compile) on a cold cache.
         compiled = kernel.warmup(*args, grid=(blocks,), **constexprs)
@@ -208,10 +200,6 @@ def _static_launch(static: Any) -> Callable[..., None]:
     return launch
 
 
-#: (device, stream) -> the ticket of the count kernels.
-_TICKETS: dict[tuple[Any, Any], torch.Tensor] = {}
-
-
 def _covered(x: torch.Tensor) -> bool:
     """Whether the kernels compute the operator on ``x``: one contiguous dimension of
     a dtype they load, on a device where they run, small enough for int32 sizes."""
@@ -224,13 +212,31 @@ def _covered(x: torch.Tensor) -> bool:
     return INTERPRETED and x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def _work_buffer(call: _Call, slots: int) -> torch.Tensor:
+    """A call's own int64 work buffer: ``slots`` entries, then the count kernels'
+    ticket, all zero.
+
+    The block whose increment of the ticket returns ``blocks - 1`` is the last to
+    count (``compaction_kernels.publish``), so the ticket must be 0 when the count
+    kernel starts. A ticket kept from one call to the next would be right only
+    while every launch puts it back: one first zeroed inside a CUDA-graph capture
+    (where the fill is only recorded) or left by a launch that did not finish
+    would make every later call compute wrong starts and totals, silently. A
+    ticket in a buffer that this call allocates and zeroes in its stream, right
+    before the launch that counts on it (a fill, which a capture records with the
+    launch), carries nothing from one call to another.
+    """
+    work = call.empty((slots + 1,), (1,), torch.int64)
+    return work.zero_()
+
+
 def _starts(call: _Call, count: str, x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     """Steps 1 and 2 over ``x``: the work buffer (each block's start, then the
     total, or -1 where a count was negative), the blocks, the total."""
     n = x.numel()
     blocks = -(-n // BLOCK)
-    work = call.empty((blocks + 1,), (1,), torch.int64)
-    call.launch(count, blocks, x, work, call.ticket(), n, blocks)
+    work = _work_buffer(call, blocks + 1)
+    call.launch(count, blocks, x, work, n, blocks)
     (total,) = _read(work, blocks, 1)
     return work, blocks, total
 
@@ -315,8 +321,8 @@ def unique(
     call = _Call(x)
     n = x.numel()
     blocks = -(-n // BLOCK)
-    work = call.empty((2 * blocks + 2,), (1,), torch.int64)
-    call.launch("min_max", blocks, x, work, call.ticket(), n, blocks)
+    work = _work_buffer(call, 2 * blocks + 2)
+    call.launch("min_max", blocks, x, work, n, blocks)
     least, greatest = _read(work, 2 * blocks, 2)
     span = greatest - least + 1
     if span > n:

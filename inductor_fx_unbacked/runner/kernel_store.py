@@ -14,16 +14,21 @@ everything its binary depends on:
 - the kernel's source, with the functions it calls (Triton's ``cache_key``);
 - the dtypes and alignment of its arguments, and its constexprs;
 - the device's compute capability;
-- the torch and Triton releases, and the environment variables that Triton says
-  change a compile.
+- the torch release (the launcher's pickled form is torch's), Triton's build
+  (``triton_key()``, as Inductor keys its own cache: a rebuilt Triton of the same
+  version is another key), the ptxas version and the compile options (ptxas
+  options, libdevice), and the environment variables that Triton says change a
+  compile (``_compat.triton_compile_key``).
 
 Inductor's ``force_disable_caches`` turns it off. An entry that cannot be read or
-loaded is compiled again and replaced.
+loaded is compiled again and replaced, and an entry that cannot be written is
+left out; each logs why on ``TORCH_LOGS=inductor_fx_unbacked``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pickle
 import tempfile
@@ -35,8 +40,10 @@ from torch._inductor.runtime.cache_dir_utils import cache_dir
 
 from .. import _compat
 
+log = logging.getLogger(__name__)
+
 #: Bumped when what an entry holds, or how it is keyed, changes.
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 
 
 def _path(key: tuple[Any, ...]) -> str:
@@ -49,8 +56,6 @@ def entry_key(kernel: Any, specialization: Any, constexprs: dict[str, int], devi
     the store is off."""
     if config.force_disable_caches:
         return None
-    import triton
-
     return (
         kernel.__name__,
         kernel.cache_key,
@@ -58,22 +63,29 @@ def entry_key(kernel: Any, specialization: Any, constexprs: dict[str, int], devi
         sorted(constexprs.items()),
         torch.cuda.get_device_capability(device),
         torch.__version__,
-        triton.__version__,
+        _compat.triton_compile_key(device),
         sorted(_compat.triton_cache_invalidating_env_vars().items()),
     )
 
 
 def load(key: Any, device: int) -> Any:
     """The stored static launcher of ``key``, loaded on ``device``; None when there is
-    none, or it cannot be read or loaded."""
+    none, or it cannot be read or loaded (logged: the kernel is compiled again)."""
     if key is None:
         return None
+    path = _path(key)
     try:
-        with open(_path(key), "rb") as f:
+        with open(path, "rb") as f:
             static = pickle.load(f)
-    except Exception:  # noqa: BLE001 - absent, or unreadable: compiled again
+    except FileNotFoundError:
+        return None  # not stored yet: the first compile stores it
+    except Exception as e:  # noqa: BLE001 - unreadable: compiled again and replaced
+        log.info("Bypassing the stored launcher of %s at %s due to %r", key[0], path, e)
         return None
-    return static if _compat.load_static_launcher(static, device) else None
+    if not _compat.load_static_launcher(static, device):
+        log.info("Bypassing the stored launcher of %s at %s: it does not load", key[0], path)
+        return None
+    return static
 
 
 def store(key: Any, static: Any) -> None:
@@ -89,5 +101,6 @@ def store(key: Any, static: Any) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(temporary, path)
-    except (OSError, pickle.PicklingError):
-        pass  # a cache dir that cannot be written: the next process compiles again
+    except Exception as e:  # noqa: BLE001 - storing is an optimisation; the call goes on
+        # A cache dir that cannot be written: the next process compiles again.
+        log.info("Not storing the launcher of %s at %s due to %r", key[0], path, e)

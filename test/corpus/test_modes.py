@@ -38,8 +38,18 @@ from torch.utils._pytree import tree_map_only
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.programs import same
 from inductor_fx_unbacked.integration.reference import python_wrapper_reference
+from inductor_fx_unbacked.runner import cuda_graphs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def releasing_cuda_graphs():
+    """The CUDA graphs that a test's runners captured are released after it: kept,
+    they would take the room that a later test's captures need."""
+    yield
+    cuda_graphs.release_all()
+
 
 #: A third of the corpus, every family of ``programs.py`` represented.
 THIRD = [

@@ -12,6 +12,8 @@ import torch
 from test_fxir_backend import FxirTestCase
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
 
+import inductor_fx_unbacked as ifx
+
 aten = torch.ops.aten
 
 
@@ -81,6 +83,27 @@ class ExternKernelSymbolicArgsTest(FxirTestCase):
         first, second = node.args[1]
         self.assertEqual(str(first.meta["unbacked_symbol"]), "u0")
         self.assertIsInstance(second, torch.fx.Node)  # 2*u1, computed from u1's node
+
+    @parametrize("runner", ["lowered", "graph"])
+    def test_symbolic_keyword_argument(self, runner):
+        """``output_size`` is keyword-only: its symbol becomes the node that defines it
+        before the kernel's node is made (FX runs the operator on fake values then)."""
+
+        def fn(repeats):
+            return torch.repeat_interleave(repeats, output_size=repeats.sum().item()) * 2
+
+        inputs = [
+            (torch.tensor([1, 0, 2, 3], device=self.device),),
+            (torch.tensor([4, 4, 0, 1, 2, 5], device=self.device),),
+        ]
+        with ifx.fx_backend(self.device, runner=runner), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(fn, fullgraph=True)
+            for args in inputs:
+                self.assertEqual(compiled(*args), fn(*args))
+        for node in self.assert_no_raw_symbols(graphs, aten.repeat_interleave.Tensor):
+            output_size = node.kwargs["output_size"]
+            self.assertIsInstance(output_size, torch.fx.Node)
+            self.assertIsNotNone(output_size.meta.get("unbacked_symbol"), node.format_node())
 
 
 @instantiate_parametrized_tests

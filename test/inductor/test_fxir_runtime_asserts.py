@@ -5,9 +5,13 @@ No assert flag is turned off here. Programs run through ``torch.compile`` with
 the FX backend and, where stated, through ``aot_compile(fx_wrapper=True)``.
 """
 
+import contextlib
+from unittest import mock
+
 import torch
 from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
 from torch._higher_order_ops import while_loop
+from torch._inductor import config
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
 
 import inductor_fx_unbacked as ifx
@@ -298,3 +302,79 @@ class CheckTokenTest(FxirTestCase):
 
 
 kernel_hop = torch.ops.higher_order.triton_kernel_wrapper_mutation
+
+
+ALIGNMENT_CHECK = torch.ops.fx_unbacked.assert_alignment.default
+
+
+def input_alignment_checks(gm):
+    """The placeholders that ``gm`` checks for alignment."""
+    checks = gm.graph.find_nodes(op="call_function", target=ALIGNMENT_CHECK)
+    return [n.args[0].name for n in checks if n.args[0].op == "placeholder"]
+
+
+def assumed_aligned():
+    """Upstream's decision of which inputs the kernels assume aligned, as it makes it:
+    on a GPU, the tensor inputs whose examples are aligned; on CPU it assumes none, so
+    there every tensor input is taken as assumed aligned, as a GPU compile takes it."""
+    if torch.cuda.is_available():
+        return contextlib.nullcontext()
+    from torch._inductor import compile_fx
+
+    def every_tensor(inputs, static_input_idxs=()):
+        return [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+
+    return mock.patch.object(compile_fx, "get_input_idxs_to_check", every_tensor)
+
+
+class PairOfBranches(torch.nn.Module):
+    """Upstream's ``test_cond_multi_inputs_and_outputs`` program (with ``sigmoid`` for
+    its ``tanh``, which Triton's interpreter cannot run)."""
+
+    def forward(self, pred, x, y):
+        def true_fn(x, y):
+            return torch.sigmoid(x), torch.relu(y)
+
+        def false_fn(x, y):
+            return tuple(t / 2 for t in true_fn(x, y))
+
+        return torch.cond(pred, true_fn, false_fn, (x, y))
+
+
+@instantiate_parametrized_tests
+class InputAlignmentChecksTest(FxirTestCase):
+    """A graph checks the inputs its kernels assume aligned, unless the user's config
+    turns alignment checks off (``alignment_asserts=False``): then no such node."""
+
+    @parametrize("alignment_asserts", [True, False])
+    def test_aot_graph_checks_its_inputs_as_the_config_says(self, alignment_asserts):
+        inputs = [torch.randn(8, device=self.device) for _ in range(2)]
+        for pred in (True, False):
+            args = (torch.tensor([pred], device=self.device), *inputs)
+            ep = torch.export.export(PairOfBranches(), args)
+            options = {"fx_wrapper": True, "alignment_asserts": alignment_asserts}
+            with torch.no_grad(), assumed_aligned(), ifx.fx_backend(self.device):
+                gm = torch._inductor.aot_compile(ep.module(), args, options=options)
+            self.assertEqual(gm(*args), PairOfBranches()(*args))
+            expected = ["arg0_1", "arg1_1", "arg2_1"] if alignment_asserts else []
+            self.assertEqual(sorted(input_alignment_checks(gm)), expected, gm.code)
+
+    @parametrize("alignment_asserts", [True, False])
+    def test_compiled_graph_checks_its_inputs_as_the_config_says(self, alignment_asserts):
+        def fn(x, y):
+            return x[x > 0] * 2, y + 1
+
+        inputs = [
+            (self.signed(32, 5), self.signed(8, 3)),
+            (self.signed(32, 20), self.signed(8, 6)),
+        ]
+        with assumed_aligned(), config.patch(alignment_asserts=alignment_asserts):
+            graphs = self.run_fx(fn, inputs)
+        for gm in graphs:
+            tensors = [
+                n.name
+                for n in gm.graph.find_nodes(op="placeholder")
+                if isinstance(n.meta.get("val"), torch.Tensor)
+            ]
+            expected = sorted(tensors) if alignment_asserts else []
+            self.assertEqual(sorted(input_alignment_checks(gm)), expected, gm.code)
