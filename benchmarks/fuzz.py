@@ -5,8 +5,8 @@
     python -m benchmarks.fuzz --device cpu --programs 4 --workers 1   # a smoke run
 
 Programs ``seed-base .. seed-base + programs - 1`` (``test/fuzz/fuzz_programs.py``)
-run in ``--workers`` worker processes (default: one per two CPU cores, at most 8,
-on one GPU), each compiling program after program eager, through ``torch.compile``
+run in ``--workers`` worker processes (default: three per four CPU cores, at most 16,
+all on one GPU), each compiling program after program eager, through ``torch.compile``
 with ``fx_backend`` (``sync_free`` on and off) and through ``ifx.compile``
 (``test/fuzz/fuzz_runner.py``). No program starts after ``--budget-s``; one still
 running a minute later is dropped, not counted. The markdown report is rewritten
@@ -33,7 +33,9 @@ SHOWN_FAILURES = 25
 
 
 def default_workers() -> int:
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+    """Three workers per four CPU cores (12 on a 16-core H200 host): compiling is
+    CPU-bound, one core each, and the GPU has room for every worker's context."""
+    return max(1, min(16, (os.cpu_count() or 2) * 3 // 4))
 
 
 def report_lines(records: list[dict], sources: dict[int, str], args, seconds: float) -> list[str]:

@@ -87,13 +87,13 @@ class _Draw:
         return options[self.rng.randrange(len(options))]
 
     def counts(self, n: int, nonempty: bool = False) -> list[int]:
-        """Kept counts for three inputs: at least two different, one of them 0 or 1."""
-        small = 1 if nonempty or n == 1 else self.choice((0, 0, 1))
-        other = self.rng.randint(max(1, small + 1) if n > 1 else 1, n) if n > 1 else n
-        third = self.choice((n, self.rng.randint(1 if nonempty else 0, n)))
+        """Kept counts for three inputs of ``n`` positions: at least two different, one
+        of them 0 or 1 (1 where a selection must not be empty, which needs ``n >= 2``)."""
+        assert n >= 2 or not nonempty, "a nonempty selection of one position cannot vary"
+        small = 1 if nonempty else (0 if n == 1 else self.choice((0, 0, 1)))
+        other = self.rng.randint(small + 1, n)
+        third = self.choice((n, self.rng.randint(small, n)))
         counts = [small, other, third]
-        if len(set(counts)) < 2:  # n == 1 and nonempty: vary through the other input
-            counts = [small, other, third]
         self.rng.shuffle(counts)
         return counts
 
@@ -176,6 +176,7 @@ def masked_chain(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     extra = draw.choice((0, 0, 3)) if kind in ("where", "where0", "index_select", "nonzero_column") else 0
     from_key = draw.rng.random() < 0.6 or extra or rows
     nonempty = draw.rng.random() < 0.2
+    n = max(n, 2) if nonempty else n
     chain = [draw.choice(POSITIVE_FAULTING)] if draw.rng.random() < 0.8 else []
     chain += [draw.choice(POSITIVE_TOTAL + POSITIVE_FAULTING) for _ in range(draw.rng.randint(0, 1))]
     if draw.rng.random() < 0.3:
@@ -220,6 +221,7 @@ def integer_division(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     tail = draw.choice(("{e}.sum()", "{e}", "{e}.amax()", "({e} > 2).any()", "{e}.cumsum(0)",
                         "{e}.float().mean()", "({e}, {e}.sum())"))
     nonempty = "amax" in tail
+    n = max(n, 2) if nonempty else n
     draw.reduces = tail != "{e}"
     body = [f"m = {mask}", f"e = {op}", f"return {tail.format(e='e')}"]
     low, high = INT_EXTREMES[dtype]
@@ -281,6 +283,7 @@ def indexed(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     tail = draw.choice(("{e}.sum()", "{e}", "({e} > 1).any()", "{e}.amax()") if dtype in FLOATS[:1] + INTS
                        else ("{e}.sum()", "{e}", "({e} > 1).any()", "{e}.float().mean()"))
     nonempty = "amax" in tail
+    count_idx = max(count_idx, 2) if nonempty else count_idx
     draw.reduces = tail != "{e}"
     body = [f"m = (idx >= 0) & (idx < {n})", f"e = {op}{chain}", f"return {tail.format(e='e')}"]
     cases = []

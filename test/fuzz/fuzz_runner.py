@@ -43,11 +43,15 @@ import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from fuzz_programs import generate
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MODES = ("compile-sync-free", "compile-sync", "direct")
 #: Marks the worker's result lines among whatever else reaches its stdout.
 RESULT = "FUZZ-RESULT "
+#: Starts the worker's stderr line that names the mode it runs.
+MODE_LINE = "fuzz worker: mode "
 #: Words of an error that leaves a CUDA context unusable: the worker exits after it.
 FATAL_DEVICE_ERRORS = ("illegal memory access", "device-side assert", "CUDA error", "unspecified launch")
 
@@ -176,6 +180,7 @@ def run_program(program, device: str) -> dict:
     # On CPU, exp through tl.math: Triton's interpreter has no libdevice.
     fast_math = device == "cpu"
     for mode in MODES:
+        print(f"{MODE_LINE}{mode}", file=sys.stderr, flush=True)  # names the mode of a hard crash
         try:
             with torch._inductor.config.patch(use_fast_math=fast_math):
                 results = runs[mode]()
@@ -268,8 +273,6 @@ def standalone(source: str, mode: str, comment: str) -> str:
 def worker(device: str) -> None:
     """Read seeds from stdin, one per line; print one result line per seed."""
     import torch
-
-    from fuzz_programs import generate
 
     faulthandler.enable()  # a segfault's Python stack goes to the worker's stderr
     warnings.simplefilter("ignore")
@@ -391,10 +394,14 @@ class _Worker:
         return record
 
     def _died(self, seed: int, why: str) -> dict:
+        """A crash record for ``seed``, under the mode the worker said it was running."""
         self.log.seek(0)
-        tail = "\n".join(self.log.read().splitlines()[-30:])
-        return {"seed": seed, "family": "?", "sizes": [],
-                "modes": {"process": _outcome("crash", f"{why}\n{tail}")}}
+        lines = self.log.read().splitlines()
+        modes = [line[len(MODE_LINE):].strip() for line in lines if line.startswith(MODE_LINE)]
+        tail = "\n".join(lines[-30:])
+        program = generate(seed)
+        return {"seed": seed, "family": program.family, "sizes": list(program.sizes),
+                "modes": {modes[-1] if modes else "process": _outcome("crash", f"{why}\n{tail}")}}
 
     def stop(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -420,11 +427,10 @@ def main() -> None:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    sys.path[:0] = [str(HERE), str(ROOT)]
+    sys.path.insert(0, str(ROOT))
     if args.worker:
         worker(device)
         return
-    from fuzz_programs import generate
 
     warnings.simplefilter("ignore")
     torch._dynamo.config.capture_scalar_outputs = True
