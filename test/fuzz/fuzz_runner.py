@@ -69,6 +69,10 @@ def tolerance(dtype, reduces: bool, computed_in=None) -> dict:
     rtol, atol = defaults.get(dtype, (1e-7, 1e-7))
     if computed_in is not None and computed_in in defaults:
         rtol, atol = max(rtol, defaults[computed_in][0]), max(atol, defaults[computed_in][1])
+    if {dtype, computed_in} & {torch.float16, torch.bfloat16}:
+        # Low precision: a difference of values of order 1 that cancel (log_softmax near
+        # 0) is one rounding of the operands, not of the result.
+        atol = max(atol, rtol)
     scale = 4 if reduces else 1
     return {"rtol": rtol * scale, "atol": atol * scale}
 
