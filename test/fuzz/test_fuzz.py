@@ -56,6 +56,8 @@ def test_fixed_seeds_compile_to_what_eager_computes_or_are_refused():
     for record in pool.run(CI_SEEDS):
         if verdict(record) in ("crash", "mismatch", "skipped"):
             failures.append(repro_text(record, generate(record["seed"]).source))
-    assert not failures, f"{len(failures)} of {len(CI_SEEDS)} programs failed:\n\n" + "\n\n".join(
-        failures
-    )
+    if failures:
+        pytest.fail(
+            f"{len(failures)} of {len(CI_SEEDS)} programs failed:\n\n" + "\n\n".join(failures),
+            pytrace=False,
+        )
