@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import sys
+import types
 from collections.abc import Callable
 
 FLOATS = ("float32", "float32", "bfloat16", "float16")
@@ -70,10 +72,14 @@ class Program:
         return hashlib.sha256(self.source.encode()).hexdigest()[:12]
 
     def namespace(self) -> dict:
-        """Exec the source: a dict with ``program`` and ``INPUTS`` (on CPU)."""
-        namespace: dict = {"__name__": f"fuzz_program_{self.seed}"}
-        exec(compile(self.source, f"<fuzz program {self.seed}>", "exec"), namespace)
-        return namespace
+        """Exec the source as a module: its dict, with ``program`` and ``INPUTS`` (on CPU).
+
+        The module is in ``sys.modules``: Dynamo imports a function's module by name
+        (torch 2.10)."""
+        module = types.ModuleType(f"fuzz_program_{self.seed}")
+        sys.modules[module.__name__] = module
+        exec(compile(self.source, f"<fuzz program {self.seed}>", "exec"), module.__dict__)
+        return module.__dict__
 
 
 class _Draw:
