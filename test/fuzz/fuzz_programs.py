@@ -176,10 +176,10 @@ def masked_chain(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     n = draw.choice((1, 2, 5, 8, 13, 24)) if not rows else draw.choice((1, 3, 6, 9))
     columns = draw.choice((2, 3, 5)) if rows else 1
     kinds = ("mask", "where0", "index_select", "nonzero_column") if rows else (
-        "mask", "where", "masked_select", "index_select", "nonzero_column")
+        "mask", "where", "where", "masked_select", "index_select", "nonzero_column")
     kind = draw.choice(kinds)
     # A base longer than its mask, indexed by the mask's positions (not by the mask).
-    extra = draw.choice((0, 0, 3)) if kind in ("where", "where0", "index_select", "nonzero_column") else 0
+    extra = draw.choice((0, 3, 2 * n + 1)) if kind in ("where", "where0", "index_select", "nonzero_column") else 0
     from_key = draw.rng.random() < 0.6 or extra or rows
     nonempty = draw.rng.random() < 0.2
     n = max(n, 2) if nonempty else n
