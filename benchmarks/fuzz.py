@@ -55,12 +55,19 @@ def report_lines(records: list[dict], sources: dict[int, str], args, seconds: fl
         "",
         "| verdict | programs |",
         "|---|---|",
-        *(f"| {kind} | {verdicts[kind]} |" for kind in ("ok", "refused", "mismatch", "crash", "skipped")),
+        *(
+            f"| {kind} | {verdicts[kind]} |"
+            for kind in ("ok", "refused", "mismatch", "crash", "skipped")
+        ),
         "",
         "| mode | " + " | ".join(("ok", "refused", "mismatch", "crash")) + " |",
         "|---|---|---|---|---|",
-        *(f"| {mode} | " + " | ".join(str(c[k]) for k in ("ok", "refused", "mismatch", "crash")) + " |"
-          for mode, c in per_mode.items()),
+        *(
+            f"| {mode} | "
+            + " | ".join(str(c[k]) for k in ("ok", "refused", "mismatch", "crash"))
+            + " |"
+            for mode, c in per_mode.items()
+        ),
         "",
         "Families: " + ", ".join(f"{name} {n}" for name, n in sorted(families.items())) + ".",
         "",
@@ -88,7 +95,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--programs", type=int, default=1000, help="seeds to run at most")
     parser.add_argument("--budget-s", type=float, default=500.0, help="no program starts past it")
-    parser.add_argument("--seed-base", type=int, default=None, help="default: the time, new each run")
+    parser.add_argument(
+        "--seed-base", type=int, default=None, help="default: the time, new each run"
+    )
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--device", default=None)
     parser.add_argument("--program-timeout-s", type=float, default=240.0)
@@ -106,12 +115,22 @@ def main(argv=None) -> int:
     from fuzz_runner import Pool, verdict
 
     started = time.monotonic()
-    report = harness.Report(args.out, TITLE, harness.environment_lines(
-        args.device, f"- Seeds from {args.seed_base}; a program's source: `python -c \"import sys; "
-        "sys.path.insert(0, 'test/fuzz'); from fuzz_programs import generate; "
-        "print(generate(SEED).source)\"`."))
-    pool = Pool(args.device, workers=args.workers, program_timeout_s=args.program_timeout_s,
-                deadline=started + args.budget_s)
+    report = harness.Report(
+        args.out,
+        TITLE,
+        harness.environment_lines(
+            args.device,
+            f"- Seeds from {args.seed_base}; a program's source: `python -c \"import sys; "
+            "sys.path.insert(0, 'test/fuzz'); from fuzz_programs import generate; "
+            'print(generate(SEED).source)"`.',
+        ),
+    )
+    pool = Pool(
+        args.device,
+        workers=args.workers,
+        program_timeout_s=args.program_timeout_s,
+        deadline=started + args.budget_s,
+    )
     records: list[dict] = []
     sources: dict[int, str] = {}
     last_write = 0.0

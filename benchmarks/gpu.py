@@ -173,7 +173,8 @@ def _ep_moe(share: Share) -> list[str]:
 
 def _fuzz(share: Share) -> list[str]:
     if share.quick:
-        return ["--device", share.device, "--programs", "3", "--workers", "1", "--out", str(share.report)]
+        smoke = ["--device", share.device, "--programs", "3", "--workers", "1"]
+        return [*smoke, "--out", str(share.report)]
     # New seeds each run; programs still running at the budget are dropped, not counted.
     seeds = ["--programs", "1000000", "--seed-base", str(int(time.time()))]
     return [*seeds, "--budget-s", share.budget(0.8), "--out", str(share.report)]

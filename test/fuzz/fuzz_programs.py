@@ -119,8 +119,11 @@ def _tensor(values: list[str], dtype: str, shape: tuple[int, ...] | None = None)
     return f"{text}.reshape{shape}" if shape is not None else text
 
 
-def _render(family: str, params: list[str], body: list[str], cases: list[list[str]],
-            header: list[str] | None = None, module: list[str] | None = None) -> str:
+def _render(
+    params: list[str], body: list[str], cases: list[list[str]], module: list[str] | None = None
+) -> str:
+    """The program's source: imports, ``program`` (a function of ``params`` running
+    ``body``, or ``module``'s lines), and ``INPUTS`` from ``cases``' tensor literals."""
     lines = [
         "import torch",
         "import torch.nn.functional as F",
@@ -138,27 +141,44 @@ def _render(family: str, params: list[str], body: list[str], cases: list[list[st
         lines += [f"        {tensor}," for tensor in case]
         lines.append("    ),")
     lines.append("]")
-    return "\n".join((header or []) + lines) + "\n"
+    return "\n".join(lines) + "\n"
 
 
-def _float_tail(draw: _Draw, s: str, dtype: str, nonempty: bool, rows: bool) -> tuple[list[str], bool]:
+def _float_tail(draw: _Draw, s: str, dtype: str, nonempty: bool, rows: bool) -> str:
     """The last lines: a reduction, a scan, or the chain itself (a size that escapes)."""
     if rows:
-        tails = ("{s}.sum(0)", "{s}.mean(0)", "torch.softmax({s}, 1).sum(0)",
-                 "{s}.log_softmax(-1).sum()", "{s}.amax(1).sum()", "{s}", "({s}, {s}.sum(0))")
+        tails = (
+            "{s}.sum(0)",
+            "{s}.mean(0)",
+            "torch.softmax({s}, 1).sum(0)",
+            "{s}.log_softmax(-1).sum()",
+            "{s}.amax(1).sum()",
+            "{s}",
+            "({s}, {s}.sum(0))",
+        )
     else:
-        tails = ("{s}.sum()", "{s}.mean()", "{s}.prod()", "({s} > 1).any()", "({s} > 0.5).all()",
-                 "{s}.sum() * 2", "{s}", "({s}, {s}.sum())", "{s}.cumsum(0)", "{s}.cumsum(0).sum()")
+        tails = (
+            "{s}.sum()",
+            "{s}.mean()",
+            "{s}.prod()",
+            "({s} > 1).any()",
+            "({s} > 0.5).all()",
+            "{s}.sum() * 2",
+            "{s}",
+            "({s}, {s}.sum())",
+            "{s}.cumsum(0)",
+            "{s}.cumsum(0).sum()",
+        )
         if nonempty:
             tails += ("{s}.amax()", "{s}.amin()")
     tail = draw.choice(tails)
     if "cumsum" in tail and dtype != "float32":
         tail = "{s}.sum()"
     draw.reduces = tail != "{s}"
-    return [f"return {tail.format(s=s)}"], nonempty
+    return f"return {tail.format(s=s)}"
 
 
-def _selection(draw: _Draw, kind: str, base: str, mask: str) -> str:
+def _selection(kind: str, base: str, mask: str) -> str:
     return {
         "mask": f"{base}[{mask}]",
         "where": f"{base}[torch.where({mask})]",
@@ -175,26 +195,31 @@ def masked_chain(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     rows = draw.rng.random() < 0.3
     n = draw.choice((1, 2, 5, 8, 13, 24)) if not rows else draw.choice((1, 3, 6, 9))
     columns = draw.choice((2, 3, 5)) if rows else 1
-    kinds = ("mask", "where0", "index_select", "nonzero_column") if rows else (
-        "mask", "where", "where", "masked_select", "index_select", "nonzero_column")
+    kinds = (
+        ("mask", "where0", "index_select", "nonzero_column")
+        if rows
+        else ("mask", "where", "where", "masked_select", "index_select", "nonzero_column")
+    )
     kind = draw.choice(kinds)
     # A base longer than its mask, indexed by the mask's positions (not by the mask).
-    extra = draw.choice((0, 3, 2 * n + 1)) if kind in ("where", "where0", "index_select", "nonzero_column") else 0
-    from_key = draw.rng.random() < 0.6 or extra or rows
+    extra = (
+        draw.choice((0, 3, 2 * n + 1))
+        if kind in ("where", "where0", "index_select", "nonzero_column")
+        else 0
+    )
+    from_key = bool(draw.rng.random() < 0.6 or extra or rows)
     nonempty = draw.rng.random() < 0.2
     n = max(n, 2) if nonempty else n
     chain = [draw.choice(POSITIVE_FAULTING)] if draw.rng.random() < 0.8 else []
-    chain += [draw.choice(POSITIVE_TOTAL + POSITIVE_FAULTING) for _ in range(draw.rng.randint(0, 1))]
+    chain += [
+        draw.choice(POSITIVE_TOTAL + POSITIVE_FAULTING) for _ in range(draw.rng.randint(0, 1))
+    ]
     if draw.rng.random() < 0.3:
         chain.append(draw.choice(SIGN_CHANGING))
-    body = ["m = k > 0" if from_key else "m = x > 0"]
-    if rows and from_key:
-        body = ["m = k > 0"]
-    body.append(f"s = {_selection(draw, kind, 'x', 'm')}")
+    body = ["m = k > 0" if from_key else "m = x > 0", f"s = {_selection(kind, 'x', 'm')}"]
     for op in chain:
         body.append("s = " + op.format(s="s"))
-    tail, _ = _float_tail(draw, "s", dtype, nonempty, rows)
-    body += tail
+    body.append(_float_tail(draw, "s", dtype, nonempty, rows))
     counts = draw.counts(n, nonempty)
     cases = []
     for count in counts:
@@ -203,17 +228,24 @@ def masked_chain(draw: _Draw) -> tuple[str, tuple[int, ...]]:
         for i in range(n + extra):
             keep = i < n and kept[i]
             for _ in range(columns):
-                x_values.append(draw.positive() if keep or i >= n and draw.rng.random() < 0.5
-                                else draw.choice(FLOAT_JUNK if from_key else ("nan", "-inf", "-1.0", "0.0", "-1e30", "-0.0")))
+                x_values.append(
+                    draw.positive()
+                    if keep or i >= n and draw.rng.random() < 0.5
+                    else draw.choice(
+                        FLOAT_JUNK if from_key else ("nan", "-inf", "-1.0", "0.0", "-1e30", "-0.0")
+                    )
+                )
             if i < n:
-                k_values.append(draw.positive() if keep else draw.choice(("-1.0", "0.0", "nan", "-inf")))
+                k_values.append(
+                    draw.positive() if keep else draw.choice(("-1.0", "0.0", "nan", "-inf"))
+                )
         shape = (n + extra, columns) if rows else None
         case = [_tensor(x_values, dtype, shape)]
         if from_key:
             case.append(_tensor(k_values, "float32"))
         cases.append(case)
     params = ["x", "k"] if from_key else ["x"]
-    return _render("masked_chain", params, body, cases), tuple(counts)
+    return _render(params, body, cases), tuple(counts)
 
 
 def integer_division(draw: _Draw) -> tuple[str, tuple[int, ...]]:
@@ -221,11 +253,28 @@ def integer_division(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     under the most negative numerator) where m is false."""
     dtype = draw.choice(INTS)
     n = draw.choice((1, 4, 9, 16))
-    op = draw.choice(("a[m] // b[m]", "a[m] % b[m]", "torch.div(a[m], b[m], rounding_mode='trunc')",
-                      "torch.remainder(a[m], b[m])", "a[m].float() / b[m]", "torch.fmod(a[m], b[m])"))
+    op = draw.choice(
+        (
+            "a[m] // b[m]",
+            "a[m] % b[m]",
+            "torch.div(a[m], b[m], rounding_mode='trunc')",
+            "torch.remainder(a[m], b[m])",
+            "a[m].float() / b[m]",
+            "torch.fmod(a[m], b[m])",
+        )
+    )
     mask = draw.choice(("b != 0", "b > 0"))
-    tail = draw.choice(("{e}.sum()", "{e}", "{e}.amax()", "({e} > 2).any()", "{e}.cumsum(0)",
-                        "{e}.float().mean()", "({e}, {e}.sum())"))
+    tail = draw.choice(
+        (
+            "{e}.sum()",
+            "{e}",
+            "{e}.amax()",
+            "({e} > 2).any()",
+            "{e}.cumsum(0)",
+            "{e}.float().mean()",
+            "({e}, {e}.sum())",
+        )
+    )
     nonempty = "amax" in tail
     n = max(n, 2) if nonempty else n
     draw.reduces = tail != "{e}"
@@ -239,32 +288,41 @@ def integer_division(draw: _Draw) -> tuple[str, tuple[int, ...]]:
         for keep in kept:
             if keep:
                 a_values.append(draw.small_int(-50, 50))
-                b_values.append(draw.choice(("1", "2", "3", "7")) if mask == "b > 0"
-                                else draw.choice(("1", "2", "-3", "7", "-2")))
+                b_values.append(
+                    draw.choice(("1", "2", "3", "7"))
+                    if mask == "b > 0"
+                    else draw.choice(("1", "2", "-3", "7", "-2"))
+                )
             else:
                 junk = draw.choice(("0", "-1")) if mask == "b > 0" else "0"
-                a_values.append(str(low) if junk == "-1" else draw.choice((str(low), str(high), "5")))
+                a_values.append(
+                    str(low) if junk == "-1" else draw.choice((str(low), str(high), "5"))
+                )
                 b_values.append(junk)
         cases.append([_tensor(a_values, dtype), _tensor(b_values, dtype)])
-    return _render("integer_division", ["a", "b"], body, cases), tuple(counts)
+    return _render(["a", "b"], body, cases), tuple(counts)
 
 
 def labelled(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     """Losses and gathers over labelled positions; labels out of range elsewhere."""
     dtype = draw.choice(FLOATS)
     n, classes = draw.choice((1, 4, 7, 12)), draw.choice((2, 3, 5))
-    mask = draw.choice(("(labels >= 0) & (labels < {c})", "labels != PAD", "(labels >= 0) & (labels < {c})"))
+    mask = draw.choice(
+        ("(labels >= 0) & (labels < {c})", "labels != PAD", "(labels >= 0) & (labels < {c})")
+    )
     pad = draw.choice(INDEX_JUNK) if "PAD" in mask else None
     mask = mask.replace("{c}", str(classes)).replace("PAD", str(pad))
-    expression = draw.choice((
-        "F.cross_entropy(logits[m], labels[m])",
-        "F.cross_entropy(logits[m], labels[m], reduction='sum')",
-        "F.nll_loss(logits[m].log_softmax(-1), labels[m], reduction='sum')",
-        "logits[m].log_softmax(-1).gather(1, labels[m][:, None]).sum()",
-        "logits[m].gather(1, labels[m].unsqueeze(1)).squeeze(1).sum()",
-        "(logits[m].log_softmax(-1).argmax(1) == labels[m]).sum()",
-        "logits[m].log_softmax(-1).gather(1, labels[m][:, None])",
-    ))
+    expression = draw.choice(
+        (
+            "F.cross_entropy(logits[m], labels[m])",
+            "F.cross_entropy(logits[m], labels[m], reduction='sum')",
+            "F.nll_loss(logits[m].log_softmax(-1), labels[m], reduction='sum')",
+            "logits[m].log_softmax(-1).gather(1, labels[m][:, None]).sum()",
+            "logits[m].gather(1, labels[m].unsqueeze(1)).squeeze(1).sum()",
+            "(logits[m].log_softmax(-1).argmax(1) == labels[m]).sum()",
+            "logits[m].log_softmax(-1).gather(1, labels[m][:, None])",
+        )
+    )
     draw.reduces = True
     body = [f"m = {mask}", f"return {expression}"]
     cases = []
@@ -272,10 +330,14 @@ def labelled(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     for count in counts:
         kept = draw.kept(n, count)
         logits = [repr(round(draw.rng.uniform(-3, 3), 2)) for _ in range(n * classes)]
-        labels = [str(draw.rng.randrange(classes)) if keep else str(pad if pad is not None else draw.choice(INDEX_JUNK))
-                  for keep in kept]
+        labels = [
+            str(draw.rng.randrange(classes))
+            if keep
+            else str(pad if pad is not None else draw.choice(INDEX_JUNK))
+            for keep in kept
+        ]
         cases.append([_tensor(logits, dtype, (n, classes)), _tensor(labels, "int64")])
-    return _render("labelled", ["logits", "labels"], body, cases), tuple(counts)
+    return _render(["logits", "labels"], body, cases), tuple(counts)
 
 
 def indexed(draw: _Draw) -> tuple[str, tuple[int, ...]]:
@@ -283,11 +345,20 @@ def indexed(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     ``gather``; the indices elsewhere are out of range, huge or negative."""
     dtype = draw.choice(FLOATS + INTS)
     n, count_idx = draw.choice((1, 5, 10)), draw.choice((1, 4, 8))
-    op = draw.choice(("x[idx[m]]", "x.index_select(0, idx[m])", "torch.gather(x, 0, idx[m])",
-                      "torch.take(x, idx[m])"))
+    op = draw.choice(
+        (
+            "x[idx[m]]",
+            "x.index_select(0, idx[m])",
+            "torch.gather(x, 0, idx[m])",
+            "torch.take(x, idx[m])",
+        )
+    )
     chain = "" if dtype in INTS else draw.choice(("", ".log()", ".sqrt()", ".reciprocal()"))
-    tail = draw.choice(("{e}.sum()", "{e}", "({e} > 1).any()", "{e}.amax()") if dtype in FLOATS[:1] + INTS
-                       else ("{e}.sum()", "{e}", "({e} > 1).any()", "{e}.float().mean()"))
+    tail = draw.choice(
+        ("{e}.sum()", "{e}", "({e} > 1).any()", "{e}.amax()")
+        if dtype in FLOATS[:1] + INTS
+        else ("{e}.sum()", "{e}", "({e} > 1).any()", "{e}.float().mean()")
+    )
     nonempty = "amax" in tail
     count_idx = max(count_idx, 2) if nonempty else count_idx
     draw.reduces = tail != "{e}"
@@ -297,10 +368,12 @@ def indexed(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     x_values = [draw.positive() if dtype in FLOATS else draw.small_int(1, 20) for _ in range(n)]
     for count in counts:
         kept = draw.kept(count_idx, count)
-        idx = [str(draw.rng.randrange(n)) if keep else str(draw.choice(INDEX_JUNK + (n, 2 * n)))
-               for keep in kept]
+        idx = [
+            str(draw.rng.randrange(n)) if keep else str(draw.choice(INDEX_JUNK + (n, 2 * n)))
+            for keep in kept
+        ]
         cases.append([_tensor(x_values, dtype), _tensor(idx, "int64")])
-    return _render("indexed", ["x", "idx"], body, cases), tuple(counts)
+    return _render(["x", "idx"], body, cases), tuple(counts)
 
 
 def item_sized(draw: _Draw) -> tuple[str, tuple[int, ...]]:
@@ -312,13 +385,22 @@ def item_sized(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     count_line = "c = (k > 0).sum().item()"
     body = {
         "arange": [count_line, "return torch.arange(c) * 2 + x.sum().long()"],
-        "slice": [count_line, f"return (x[:c]{draw.choice(('.log()', '.sqrt()', ' * 2'))})"
-                  f"{draw.choice(('.sum()', '', '.cumsum(0)' if dtype == 'float32' else '.mean()'))}"],
-        "repeat_output_size": ["c = int(r.sum().item())",
-                               "return torch.repeat_interleave(x, r, output_size=c)"
-                               + draw.choice(("", ".sum()", " * 2"))],
-        "new_ones": [count_line, "return x.new_ones(c).cumsum(0) + x[0]" if dtype == "float32"
-                     else "return x.new_ones(c) * x[0]"],
+        "slice": [
+            count_line,
+            f"return (x[:c]{draw.choice(('.log()', '.sqrt()', ' * 2'))})"
+            f"{draw.choice(('.sum()', '', '.cumsum(0)' if dtype == 'float32' else '.mean()'))}",
+        ],
+        "repeat_output_size": [
+            "c = int(r.sum().item())",
+            "return torch.repeat_interleave(x, r, output_size=c)"
+            + draw.choice(("", ".sum()", " * 2")),
+        ],
+        "new_ones": [
+            count_line,
+            "return x.new_ones(c).cumsum(0) + x[0]"
+            if dtype == "float32"
+            else "return x.new_ones(c) * x[0]",
+        ],
     }[kind]
     draw.reduces = True
     counts = draw.counts(n)
@@ -330,23 +412,34 @@ def item_sized(draw: _Draw) -> tuple[str, tuple[int, ...]]:
             repeats = [str(draw.rng.randint(0, 3)) if keep else "0" for keep in kept]
             cases.append([_tensor(x_values, dtype), _tensor(repeats, "int64")])
         else:
-            keys = [draw.positive() if keep else draw.choice(("-1.0", "0.0", "nan")) for keep in kept]
+            keys = [
+                draw.positive() if keep else draw.choice(("-1.0", "0.0", "nan")) for keep in kept
+            ]
             cases.append([_tensor(x_values, dtype), _tensor(keys, "float32")])
     params = ["x", "r"] if kind == "repeat_output_size" else ["x", "k"]
-    return _render("item_sized", params, body, cases), tuple(counts)
+    return _render(params, body, cases), tuple(counts)
 
 
 def unique(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     """``torch.unique`` of a masked selection, with counts and/or the inverse."""
     dtype = draw.choice(INTS + ("bool",))
     n = draw.choice((1, 5, 11))
-    options = draw.choice(("return_counts=True", "return_inverse=True",
-                           "return_inverse=True, return_counts=True", "sorted=True"))
+    options = draw.choice(
+        (
+            "return_counts=True",
+            "return_inverse=True",
+            "return_inverse=True, return_counts=True",
+            "sorted=True",
+        )
+    )
     selected = draw.choice(("x[k > 0]", "x"))
-    tail = draw.choice(("return u", "return (u[0] * u[-1]).sum()", "return u[0].sum(), u[-1]")
-                       if "," in options else
-                       ("return u", "return u[0] * 2, u[1]", "return u[1].float().mean()")
-                       if options != "sorted=True" else ("return u", "return u.sum()"))
+    tail = draw.choice(
+        ("return u", "return (u[0] * u[-1]).sum()", "return u[0].sum(), u[-1]")
+        if "," in options
+        else ("return u", "return u[0] * 2, u[1]", "return u[1].float().mean()")
+        if options != "sorted=True"
+        else ("return u", "return u.sum()")
+    )
     if dtype == "bool":
         tail = "return u"
     body = [f"u = torch.unique({selected}, {options})", tail]
@@ -359,21 +452,33 @@ def unique(draw: _Draw) -> tuple[str, tuple[int, ...]]:
             x_values = [draw.choice(("True", "False")) for _ in kept]
         else:
             low, high = INT_EXTREMES[dtype]
-            x_values = [draw.small_int(0, 4) if keep or selected == "x" else draw.choice((str(low), str(high)))
-                        for keep in kept]
+            x_values = [
+                draw.small_int(0, 4)
+                if keep or selected == "x"
+                else draw.choice((str(low), str(high)))
+                for keep in kept
+            ]
         keys = [draw.positive() if keep else draw.choice(("-1.0", "nan")) for keep in kept]
         cases.append([_tensor(x_values, dtype), _tensor(keys, "float32")])
-    return _render("unique", ["x", "k"], body, cases), tuple(counts)
+    return _render(["x", "k"], body, cases), tuple(counts)
 
 
 def repeated(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     """``repeat_interleave`` by counts that are zero or masked, then a chain."""
     dtype = draw.choice(FLOATS + INTS)
     n = draw.choice((1, 4, 9))
-    expression = draw.choice(("torch.repeat_interleave(x, r)", "torch.repeat_interleave(r)",
-                              "torch.repeat_interleave(x[r > 0], r[r > 0])", "x.repeat_interleave(r)"))
-    tail = draw.choice(("return e", "return e.sum()", "return e * 2", "return e.float().mean()")
-                       + (("return e.cumsum(0)",) if dtype in ("float32", "int64") else ()))
+    expression = draw.choice(
+        (
+            "torch.repeat_interleave(x, r)",
+            "torch.repeat_interleave(r)",
+            "torch.repeat_interleave(x[r > 0], r[r > 0])",
+            "x.repeat_interleave(r)",
+        )
+    )
+    tail = draw.choice(
+        ("return e", "return e.sum()", "return e * 2", "return e.float().mean()")
+        + (("return e.cumsum(0)",) if dtype in ("float32", "int64") else ())
+    )
     draw.reduces = tail != "return e"
     body = [f"e = {expression}", tail]
     counts = draw.counts(n)
@@ -383,7 +488,7 @@ def repeated(draw: _Draw) -> tuple[str, tuple[int, ...]]:
         x_values = [draw.positive() if dtype in FLOATS else draw.small_int() for _ in range(n)]
         repeats = [str(draw.rng.randint(1, 3)) if keep else "0" for keep in kept]
         cases.append([_tensor(x_values, dtype), _tensor(repeats, "int64")])
-    return _render("repeated", ["x", "r"], body, cases), tuple(counts)
+    return _render(["x", "r"], body, cases), tuple(counts)
 
 
 def linear(draw: _Draw) -> tuple[str, tuple[int, ...]]:
@@ -391,8 +496,15 @@ def linear(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     to the rows a key keeps; masked-out rows hold NaN and inf."""
     dtype = draw.choice(("float32", "float32", "bfloat16"))
     n, fan_in, fan_out = draw.choice((1, 4, 8)), draw.choice((2, 3)), draw.choice((2, 4))
-    tail = draw.choice(("return y.sum()", "return y", "return y.relu().mean(0)",
-                        "return y.log_softmax(-1).sum()", "return y.sum(0), y.shape[0] * y.new_ones(1)"))
+    tail = draw.choice(
+        (
+            "return y.sum()",
+            "return y",
+            "return y.relu().mean(0)",
+            "return y.log_softmax(-1).sum()",
+            "return y.sum(0), y.shape[0] * y.new_ones(1)",
+        )
+    )
     draw.reduces = tail != "return y"
     weights = [repr(round(draw.rng.uniform(-1, 1), 2)) for _ in range(fan_in * fan_out)]
     bias = [repr(round(draw.rng.uniform(-1, 1), 2)) for _ in range(fan_out)]
@@ -416,27 +528,38 @@ def linear(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     cases = []
     for count in counts:
         kept = draw.kept(n, count)
-        x_values = [draw.positive() if keep else draw.choice(FLOAT_JUNK)
-                    for keep in kept for _ in range(fan_in)]
+        x_values = [
+            draw.positive() if keep else draw.choice(FLOAT_JUNK)
+            for keep in kept
+            for _ in range(fan_in)
+        ]
         keys = [draw.positive() if keep else draw.choice(("-1.0", "nan")) for keep in kept]
         cases.append([_tensor(x_values, dtype, (n, fan_in)), _tensor(keys, "float32")])
-    return _render("linear", [], [], cases, module=module), tuple(counts)
+    return _render([], [], cases, module=module), tuple(counts)
 
 
 def bool_counts(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     """Counts and tests over a selected bool tensor."""
     n = draw.choice((1, 5, 14))
-    tail = draw.choice(("s.sum()", "s.any()", "s.all()", "s.int().cumsum(0)", "s", "s.float().mean()"))
+    tail = draw.choice(
+        ("s.sum()", "s.any()", "s.all()", "s.int().cumsum(0)", "s", "s.float().mean()")
+    )
     draw.reduces = tail != "s"
     body = ["s = b[k > 0]", f"return {tail}"]
     counts = draw.counts(n)
     cases = []
     for count in counts:
         kept = draw.kept(n, count)
-        cases.append([_tensor([draw.choice(("True", "False")) for _ in kept], "bool"),
-                      _tensor([draw.positive() if keep else draw.choice(("-1.0", "nan")) for keep in kept],
-                              "float32")])
-    return _render("bool_counts", ["b", "k"], body, cases), tuple(counts)
+        cases.append(
+            [
+                _tensor([draw.choice(("True", "False")) for _ in kept], "bool"),
+                _tensor(
+                    [draw.positive() if keep else draw.choice(("-1.0", "nan")) for keep in kept],
+                    "float32",
+                ),
+            ]
+        )
+    return _render(["b", "k"], body, cases), tuple(counts)
 
 
 #: family name -> (generator, weight)
@@ -467,4 +590,3 @@ def digest(seeds) -> str:
     """One hash of the sources of ``seeds``: the same on every release (a test checks it)."""
     text = "".join(generate(seed).source for seed in seeds)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-

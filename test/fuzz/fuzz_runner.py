@@ -53,7 +53,12 @@ RESULT = "FUZZ-RESULT "
 #: Starts the worker's stderr line that names the mode it runs.
 MODE_LINE = "fuzz worker: mode "
 #: Words of an error that leaves a CUDA context unusable: the worker exits after it.
-FATAL_DEVICE_ERRORS = ("illegal memory access", "device-side assert", "CUDA error", "unspecified launch")
+FATAL_DEVICE_ERRORS = (
+    "illegal memory access",
+    "device-side assert",
+    "CUDA error",
+    "unspecified launch",
+)
 
 
 def tolerance(dtype, reduces: bool, computed_in=None) -> dict:
@@ -65,7 +70,11 @@ def tolerance(dtype, reduces: bool, computed_in=None) -> dict:
 
     if not dtype.is_floating_point:
         return {"rtol": 0, "atol": 0}
-    defaults = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5)}
+    defaults = {
+        torch.float16: (1e-3, 1e-5),
+        torch.bfloat16: (1.6e-2, 1e-5),
+        torch.float32: (1.3e-6, 1e-5),
+    }
     rtol, atol = defaults.get(dtype, (1e-7, 1e-7))
     if computed_in is not None and computed_in in defaults:
         rtol, atol = max(rtol, defaults[computed_in][0]), max(atol, defaults[computed_in][1])
@@ -110,7 +119,9 @@ def compare(expected, actual, reduces: bool, computed_in=None) -> str | None:
             return f"output {index}: {type(a).__name__} where eager returns a tensor"
         a, e = a.detach().cpu(), e.detach().cpu()
         try:
-            torch.testing.assert_close(a, e, equal_nan=True, **tolerance(e.dtype, reduces, computed_in))
+            torch.testing.assert_close(
+                a, e, equal_nan=True, **tolerance(e.dtype, reduces, computed_in)
+            )
         except AssertionError as error:
             summary = " ".join(str(error).split())[:300]
             shown = f"{a.flatten()[:8].tolist()} where eager has {e.flatten()[:8].tolist()}"
@@ -156,8 +167,13 @@ def run_program(program, device: str) -> dict:
     import inductor_fx_unbacked as ifx
 
     started = time.monotonic()
-    record = {"seed": program.seed, "family": program.family, "digest": program.digest,
-              "sizes": list(program.sizes), "modes": {}}
+    record = {
+        "seed": program.seed,
+        "family": program.family,
+        "digest": program.digest,
+        "sizes": list(program.sizes),
+        "modes": {},
+    }
     namespace = program.namespace()
     fn = _on(device, namespace["program"])
     cases = [tuple(_on(device, t) for t in case) for case in namespace["INPUTS"]]
@@ -179,8 +195,11 @@ def run_program(program, device: str) -> dict:
         return [artifact(*case) for case in cases]
 
     computed_in = lowest_precision([fn, *cases[0]])
-    runs = {"compile-sync-free": lambda: compiled_with(True),
-            "compile-sync": lambda: compiled_with(False), "direct": direct}
+    runs = {
+        "compile-sync-free": lambda: compiled_with(True),
+        "compile-sync": lambda: compiled_with(False),
+        "direct": direct,
+    }
     # On CPU, exp through tl.math: Triton's interpreter has no libdevice.
     fast_math = device == "cpu"
     for mode in MODES:
@@ -197,7 +216,9 @@ def run_program(program, device: str) -> dict:
             elif isinstance(error, ifx.CompileError):
                 record["modes"][mode] = _outcome("mismatch", text)
             else:
-                record["modes"][mode] = _outcome("crash", text + "\n" + traceback.format_exc()[-3000:])
+                record["modes"][mode] = _outcome(
+                    "crash", text + "\n" + traceback.format_exc()[-3000:]
+                )
                 if any(words in text for words in FATAL_DEVICE_ERRORS):
                     record["worker_exits"] = True
                     break
@@ -215,7 +236,8 @@ def run_program(program, device: str) -> dict:
 
 
 def verdict(record: dict) -> str:
-    """``skipped`` (eager raised), ``crash``, ``mismatch``, ``refused`` or ``ok``: the worst mode's."""
+    """The worst mode's outcome (``crash``, ``mismatch``, ``refused``, ``ok``), or
+    ``skipped`` where eager raised."""
     if "eager_error" in record:
         return "skipped"
     outcomes = [mode["outcome"] for mode in record["modes"].values()]
@@ -231,7 +253,7 @@ def repro_text(record: dict, source: str) -> str:
     for mode, outcome in record["modes"].items():
         first = outcome["message"].splitlines()[0][:300] if outcome["message"] else ""
         lines.append(f"#   {mode}: {outcome['outcome']} {first}".rstrip())
-    lines.append("# Rerun: python test/fuzz/fuzz_runner.py --seed %d" % record["seed"])
+    lines.append(f"# Rerun: python test/fuzz/fuzz_runner.py --seed {record['seed']}")
     return "\n".join(lines) + "\n" + source
 
 
@@ -290,8 +312,12 @@ def worker(device: str) -> None:
         try:
             record = run_program(generate(seed), device)
         except Exception:
-            record = {"seed": seed, "family": "?", "sizes": [], "modes": {
-                "runner": _outcome("crash", traceback.format_exc()[-3000:])}}
+            record = {
+                "seed": seed,
+                "family": "?",
+                "sizes": [],
+                "modes": {"runner": _outcome("crash", traceback.format_exc()[-3000:])},
+            }
         print(RESULT + json.dumps(record), flush=True)
         if record.get("worker_exits"):
             return
@@ -362,8 +388,13 @@ class _Worker:
         self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
             [sys.executable, str(HERE / "fuzz_runner.py"), "--worker", "--device", device],
-            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            text=True, start_new_session=True,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            start_new_session=True,
         )
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -371,7 +402,7 @@ class _Worker:
     def _read(self) -> None:
         for line in self.process.stdout:
             if line.startswith(RESULT):
-                self.lines.put(json.loads(line[len(RESULT):]))
+                self.lines.put(json.loads(line[len(RESULT) :]))
         self.lines.put(None)
 
     @property
@@ -387,13 +418,16 @@ class _Worker:
         limit = time.monotonic() + timeout_s
         cut = deadline is not None and deadline + 60 < limit
         try:
-            record = self.lines.get(timeout=max(1.0, min(limit, deadline + 60) - time.monotonic()
-                                                if cut else timeout_s))
+            record = self.lines.get(
+                timeout=max(1.0, min(limit, deadline + 60) - time.monotonic() if cut else timeout_s)
+            )
         except queue.Empty:
             self.stop()
             if cut:
                 return None
-            return self._died(seed, f"no result after {timeout_s:.0f} s (a hang); the worker was stopped")
+            return self._died(
+                seed, f"no result after {timeout_s:.0f} s (a hang); the worker was stopped"
+            )
         if record is None:
             self.process.wait()
             return self._died(seed, f"the worker died (exit status {self.process.returncode})")
@@ -403,11 +437,15 @@ class _Worker:
         """A crash record for ``seed``, under the mode the worker said it was running."""
         self.log.seek(0)
         lines = self.log.read().splitlines()
-        modes = [line[len(MODE_LINE):].strip() for line in lines if line.startswith(MODE_LINE)]
+        modes = [line[len(MODE_LINE) :].strip() for line in lines if line.startswith(MODE_LINE)]
         tail = "\n".join(lines[-30:])
         program = generate(seed)
-        return {"seed": seed, "family": program.family, "sizes": list(program.sizes),
-                "modes": {modes[-1] if modes else "process": _outcome("crash", f"{why}\n{tail}")}}
+        return {
+            "seed": seed,
+            "family": program.family,
+            "sizes": list(program.sizes),
+            "modes": {modes[-1] if modes else "process": _outcome("crash", f"{why}\n{tail}")},
+        }
 
     def stop(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):

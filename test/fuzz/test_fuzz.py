@@ -52,7 +52,9 @@ def test_every_generated_program_runs_eagerly():
 
 def test_fixed_seeds_compile_to_what_eager_computes_or_are_refused():
     failures = []
-    pool = Pool(DEVICE, workers=1, program_timeout_s=float(os.environ.get("IFX_FUZZ_TIMEOUT_S", 300)))
+    pool = Pool(
+        DEVICE, workers=1, program_timeout_s=float(os.environ.get("IFX_FUZZ_TIMEOUT_S", 300))
+    )
     for record in pool.run(CI_SEEDS):
         if verdict(record) in ("crash", "mismatch", "skipped"):
             failures.append(repro_text(record, generate(record["seed"]).source))
