@@ -173,7 +173,7 @@ def _ep_moe(share: Share) -> list[str]:
 
 def _fuzz(share: Share) -> list[str]:
     if share.quick:
-        smoke = ["--device", share.device, "--programs", "3", "--workers", "1"]
+        smoke = ["--device", share.device, "--programs", "3", "--workers", "1", "--seed-base", "0"]
         return [*smoke, "--out", str(share.report)]
     # New seeds each run; programs still running at the budget are dropped, not counted.
     seeds = ["--programs", "1000000", "--seed-base", str(int(time.time()))]
