@@ -171,6 +171,15 @@ def _ep_moe(share: Share) -> list[str]:
     ]
 
 
+def _fuzz(share: Share) -> list[str]:
+    if share.quick:
+        smoke = ["--device", share.device, "--programs", "3", "--workers", "1", "--seed-base", "0"]
+        return [*smoke, "--out", str(share.report)]
+    # New seeds each run; programs still running at the budget are dropped, not counted.
+    seeds = ["--programs", "1000000", "--seed-base", str(int(time.time()))]
+    return [*seeds, "--budget-s", share.budget(0.8), "--out", str(share.report)]
+
+
 PARTS = {
     part.name: part
     for part in [
@@ -284,6 +293,13 @@ PARTS = {
             missing=_missing_modules("transformers", "torchvision", "torch_geometric"),
         ),
         Part("stress", "The corpus in one process", weight=3, module="stress", arguments=_stress),
+        Part(
+            "fuzz",
+            "Differential fuzzer: generated data-dependent programs against eager",
+            weight=9,
+            module="fuzz",
+            arguments=_fuzz,
+        ),
         Part(
             "ep-moe",
             "Expert-parallel MoE on two ranks",

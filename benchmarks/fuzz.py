@@ -1,0 +1,153 @@
+"""The differential fuzzer at scale: as many generated programs as fit the budget.
+
+    python -m benchmarks.fuzz --programs 20000 --budget-s 500 --seed-base $(date +%s) \\
+        --out benchmarks/results/DATE-h200-fuzz.md
+    python -m benchmarks.fuzz --device cpu --programs 4 --workers 1   # a smoke run
+
+Programs ``seed-base .. seed-base + programs - 1`` (``test/fuzz/fuzz_programs.py``)
+run in ``--workers`` worker processes (default: three per four CPU cores, at most 16,
+all on one GPU), each compiling program after program eager, through ``torch.compile``
+with ``fx_backend`` (``sync_free`` on and off) and through ``ifx.compile``
+(``test/fuzz/fuzz_runner.py``). No program starts after ``--budget-s``; one still
+running a minute later is dropped, not counted. The markdown report is rewritten
+after every program: counts per family and per mode, then every failure as a
+standalone script (its program, inputs and outcomes), and ends with
+``fuzz_programs``, ``fuzz_mismatches``, ``fuzz_crashes`` (programs with at least one
+mode so judged). Exits with 1 when a program failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+from benchmarks import harness
+
+FUZZ_DIR = harness.ROOT / "test" / "fuzz"
+TITLE = "Differential fuzzer: generated data-dependent programs against eager"
+#: Failures shown whole in the report; the rest by seed only.
+SHOWN_FAILURES = 25
+
+
+def default_workers() -> int:
+    """Three workers per four CPU cores (12 on a 16-core H200 host): compiling is
+    CPU-bound, one core each, and the GPU has room for every worker's context."""
+    return max(1, min(16, (os.cpu_count() or 2) * 3 // 4))
+
+
+def report_lines(records: list[dict], sources: dict[int, str], args, seconds: float) -> list[str]:
+    from fuzz_runner import MODES, repro_text, verdict
+
+    verdicts = collections.Counter(verdict(record) for record in records)
+    families = collections.Counter(record["family"] for record in records)
+    per_mode = {mode: collections.Counter() for mode in MODES}
+    for record in records:
+        for mode, outcome in record["modes"].items():
+            per_mode.setdefault(mode, collections.Counter())[outcome["outcome"]] += 1
+    failures = [r for r in records if verdict(r) in ("crash", "mismatch")]
+    counted = [r for r in records if verdict(r) != "skipped"]
+    lines = [
+        f"Seeds {args.seed_base} .. {args.seed_base + args.programs - 1}, {args.workers} workers; "
+        f"{len(records)} programs in {seconds:.0f} s.",
+        "",
+        "| verdict | programs |",
+        "|---|---|",
+        *(
+            f"| {kind} | {verdicts[kind]} |"
+            for kind in ("ok", "refused", "mismatch", "crash", "skipped")
+        ),
+        "",
+        "| mode | " + " | ".join(("ok", "refused", "mismatch", "crash")) + " |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {mode} | "
+            + " | ".join(str(c[k]) for k in ("ok", "refused", "mismatch", "crash"))
+            + " |"
+            for mode, c in per_mode.items()
+        ),
+        "",
+        "Families: " + ", ".join(f"{name} {n}" for name, n in sorted(families.items())) + ".",
+        "",
+        "A program is a *mismatch* or a *crash* when one of its modes is (a crash wins);",
+        "*refused*: a clear refusal (`ifx.CompileError`, Dynamo refusing a data-dependent",
+        "guard); *skipped*: eager raised (the generator's fault).",
+        "",
+    ]
+    if failures:
+        lines += ["## Failures", ""]
+        for record in failures[:SHOWN_FAILURES]:
+            lines += ["```python", repro_text(record, sources[record["seed"]]).rstrip(), "```", ""]
+        rest = [str(r["seed"]) for r in failures[SHOWN_FAILURES:]]
+        if rest:
+            lines += [f"More failing seeds: {', '.join(rest)}.", ""]
+    lines += [
+        f"fuzz_programs: {len(counted)}",
+        f"fuzz_mismatches: {sum(1 for r in counted if verdict(r) == 'mismatch')}",
+        f"fuzz_crashes: {sum(1 for r in counted if verdict(r) == 'crash')}",
+    ]
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--programs", type=int, default=1000, help="seeds to run at most")
+    parser.add_argument("--budget-s", type=float, default=500.0, help="no program starts past it")
+    parser.add_argument(
+        "--seed-base", type=int, default=None, help="default: the time, new each run"
+    )
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--program-timeout-s", type=float, default=240.0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args.workers = args.workers or default_workers()
+    if args.seed_base is None:
+        args.seed_base = int(time.time())
+    sys.path.insert(0, str(FUZZ_DIR))
+    from fuzz_programs import generate
+    from fuzz_runner import Pool, verdict
+
+    started = time.monotonic()
+    report = harness.Report(
+        args.out,
+        TITLE,
+        harness.environment_lines(
+            args.device,
+            f"- Seeds from {args.seed_base}; a program's source: `python -c \"import sys; "
+            "sys.path.insert(0, 'test/fuzz'); from fuzz_programs import generate; "
+            'print(generate(SEED).source)"`.',
+        ),
+    )
+    pool = Pool(
+        args.device,
+        workers=args.workers,
+        program_timeout_s=args.program_timeout_s,
+        deadline=started + args.budget_s,
+    )
+    records: list[dict] = []
+    sources: dict[int, str] = {}
+    last_write = 0.0
+    seeds = range(args.seed_base, args.seed_base + args.programs)
+    for record in pool.run(seeds):
+        records.append(record)
+        if verdict(record) in ("crash", "mismatch"):
+            sources[record["seed"]] = generate(record["seed"]).source
+            print(f"seed {record['seed']}: {verdict(record)}", flush=True)
+        if time.monotonic() - last_write > 5:
+            report.replace(report_lines(records, sources, args, time.monotonic() - started))
+            last_write = time.monotonic()
+    lines = report_lines(records, sources, args, time.monotonic() - started)
+    report.replace(lines)
+    print("\n".join(lines[-3:]))
+    return 1 if any(verdict(r) in ("crash", "mismatch") for r in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

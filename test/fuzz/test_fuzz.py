@@ -1,0 +1,65 @@
+"""The differential fuzzer on fixed seeds: generated data-dependent programs compile
+to what eager computes, or are refused clearly.
+
+The programs (``fuzz_programs.py``) and the runner (``fuzz_runner.py``) are those of
+the GPU command ``python -m benchmarks.fuzz`` (``docs/fuzzing.md``); here a fixed
+list of seeds runs on the device in one worker process, which is replaced when a
+program kills it. A failing seed prints its program as a standalone script, the
+regression test to keep.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+from fuzz_programs import FAMILIES, digest, generate
+from fuzz_runner import Pool, repro_text, verdict
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+#: About 2 s a program on CPU (Triton's interpreter), one core: 64 s with the
+#: worker's start.
+CI_SEEDS = range(30)
+#: ``digest(range(300))``: the generator's text for these seeds. It does not depend
+#: on torch (every value is a literal drawn from Python's ``random``); change it
+#: only with the generator.
+GENERATOR_DIGEST = "0fd04d0c7cbd2816"
+
+
+def test_the_same_seeds_give_the_same_programs_on_every_release():
+    assert digest(range(300)) == GENERATOR_DIGEST
+    assert generate(7).source == generate(7).source
+
+
+def test_the_seeds_cover_every_family_and_selection_sizes_that_differ():
+    programs = [generate(seed) for seed in range(300)]
+    assert {p.family for p in programs} == set(FAMILIES)
+    assert all(len(set(p.sizes)) >= 2 for p in programs)
+    assert any(0 in p.sizes for p in programs) and any(1 in p.sizes for p in programs)
+
+
+def test_every_generated_program_runs_eagerly():
+    for seed in range(300):
+        program = generate(seed)
+        namespace = program.namespace()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for case in namespace["INPUTS"]:
+                namespace["program"](*case)
+
+
+def test_fixed_seeds_compile_to_what_eager_computes_or_are_refused():
+    failures = []
+    pool = Pool(
+        DEVICE, workers=1, program_timeout_s=float(os.environ.get("IFX_FUZZ_TIMEOUT_S", 300))
+    )
+    for record in pool.run(CI_SEEDS):
+        if verdict(record) in ("crash", "mismatch", "skipped"):
+            failures.append(repro_text(record, generate(record["seed"]).source))
+    if failures:
+        pytest.fail(
+            f"{len(failures)} of {len(CI_SEEDS)} programs failed:\n\n" + "\n\n".join(failures),
+            pytrace=False,
+        )
