@@ -63,6 +63,29 @@ def gathers_rows(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> boo
     return elements == 1 or elements >= MIN_ROW
 
 
+def selects_from_a_dimension_of_one(
+    x: torch.Tensor, indices: Sequence[torch.Tensor | None]
+) -> bool:
+    """Whether a mask covers a dimension of ``x`` of static size 1.
+
+    Inductor's indirect indexing into a dimension of size 1 is the constant 0: the
+    gathered element then no longer depends on the selection's position, so its
+    load, and every load indexed by its value, loses the selection's bound mask.
+    Fused into a consumer that indexes with it (``gather(t, 0, idx[mask])``), an
+    empty selection would still read ``t`` at the masked-out element's index (a
+    padding label, -1, 10**12). ATen's ``index`` writes such a selection out
+    first, where each element is read only for a position that exists."""
+    dim = 0
+    for index in indices:
+        covered = 1 if not _is_mask(index) else index.dim()
+        if _is_mask(index) and any(
+            isinstance(size, int) and size == 1 for size in x.shape[dim : dim + covered]
+        ):
+            return True
+        dim += covered
+    return False
+
+
 def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> Any:
     """``aten.index.Tensor(x, indices)`` with each mask as the columns of its
     ``nonzero``; ``NotImplemented`` (upstream's path) without a mask, or where the
@@ -71,7 +94,7 @@ def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> A
         x.device.type, cpp_wrapper=config.cpp_wrapper, fx_wrapper=config.fx_wrapper
     ):
         return NotImplemented
-    if not gathers_rows(x, indices):
+    if not gathers_rows(x, indices) or selects_from_a_dimension_of_one(x, indices):
         return NotImplemented
     expanded: list[torch.Tensor | None] = []
     for index in indices:

@@ -53,6 +53,11 @@ def sums_of_splits(x, lengths):
     return torch.stack([chunk.sum() for chunk in torch.split(x, lengths.tolist())])
 
 
+def any_gathered_by_valid_indices(x, idx):
+    valid = (idx >= 0) & (idx < x.shape[0])
+    return (torch.gather(x, 0, idx[valid]) > 1).any()
+
+
 def kernel_names(graphs):
     return [
         kernel_side_table.get_kernel(call.kwargs["kernel_idx"]).fn.__name__
@@ -90,6 +95,16 @@ class SelectionTestCase(FxirTestCase):
 
 
 class MaskIndexingTest(SelectionTestCase):
+    def test_indices_selected_from_one_element_never_index_when_masked_out(self):
+        # A mask over a dimension of size 1: fused, the gather's index would be the
+        # masked-out element itself (Inductor makes the index into a dimension of 1
+        # the constant 0), read without the selection's bound (SIGSEGV on CPU, an
+        # illegal address on a GPU). Invalid indices are what the mask is for.
+        x = torch.linspace(0, 3, 10, device=self.device)
+        inputs = [(x, torch.tensor([i], device=self.device)) for i in (7, 10**12, -100, -1)]
+        graphs = self.compile_and_compare(any_gathered_by_valid_indices, inputs)
+        self.assertIn(aten.index.Tensor, targets(graphs))
+
     # 2.10 runs these fused row kernels as loops, each of its tuning configs
     # interpreted (about 15 s each there, 2 s on 2.15).
     def test_selected_rows_are_gathered_where_they_are_read(self):
