@@ -86,8 +86,8 @@ TOTAL: dict[Any, str] = {
         _ALONG_ROWS,
     ),
 }
-#: Float only (an integer result keeps the selection): ``pow`` of integers by a
-#: masked-out negative exponent is not defined for every operand.
+#: Float only, or integers to a constant power that is not negative: ``pow`` of
+#: integers by a masked-out negative exponent is not defined for every operand.
 FLOAT_ONLY: dict[Any, str] = _packets("pow float_power", _FLOAT_MATH)
 #: Integer division and remainder: the divisor (argument 1) is guarded with 1 where
 #: the result is an integer (``a // 0`` and ``INT_MIN // -1`` trap); float division
@@ -155,9 +155,12 @@ def verdict(node: Node) -> Verdict:
             return _division(node, result)
         return Verdict(_ARITHMETIC)
     if packet in FLOAT_ONLY:
-        if integral:
-            return _refuse(f"{node.name} ({target}) raises integers to masked-out exponents")
-        return Verdict(FLOAT_ONLY[packet])
+        if not integral:
+            return Verdict(FLOAT_ONLY[packet])
+        exponent = node.args[1] if len(node.args) > 1 else None
+        if target is aten.pow.Tensor_Scalar and isinstance(exponent, int) and exponent >= 0:
+            return Verdict("an integer to a constant power that is not negative: products")
+        return _refuse(f"{node.name} ({target}) raises integers to masked-out exponents")
     if packet in TOTAL:
         return Verdict(TOTAL[packet])
     return _refuse(
