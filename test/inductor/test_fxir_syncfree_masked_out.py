@@ -117,6 +117,13 @@ LOSSES = {
     "gather": lambda logits, labels, m: (
         logits[m].log_softmax(-1).gather(1, labels[m][:, None]).sum()
     ),
+    # The fuzzer's findings (both a SIGSEGV before the guard).
+    "cross_entropy_sum": lambda logits, labels, m: F.cross_entropy(
+        logits[m], labels[m], reduction="sum"
+    ),
+    "raw_gather": lambda logits, labels, m: (
+        logits[m].gather(1, labels[m].unsqueeze(1)).squeeze(1).sum()
+    ),
 }
 
 
@@ -151,6 +158,24 @@ def test_a_loss_over_labelled_rows_gathers_in_bounds(loss, mask, caplog, aten_gr
     rewritten(loss_program(loss, mask), inputs, caplog)
     gathers = [n for gm in aten_graphs for n in gm.graph.nodes if n.target is aten.gather.default]
     assert gathers and all(guarded(n, 2, 0) for n in gathers)
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy_sum", "raw_gather"])
+def test_the_fuzzers_out_of_range_labels(loss, caplog):
+    """``/work/fuzz-findings/syncfree-*-out-of-range-label.py``, as found: two rows,
+    three classes, the masked-out label 10**12 or -10**12, compiled as a user would."""
+    logits = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -2.0]], device=DEVICE)
+    inputs = [
+        tagged((logits, torch.tensor([1, 10**12], device=DEVICE)), 1),
+        tagged((logits, torch.tensor([1, -(10**12)], device=DEVICE)), 1),
+        tagged((logits, torch.tensor([2, 0], device=DEVICE)), 2),
+    ]
+
+    def program(logits, labels):
+        m = (labels >= 0) & (labels < 3)
+        return LOSSES[loss](logits, labels, m)
+
+    rewritten(program, inputs, caplog)
 
 
 def test_ignore_index_among_the_selected_labels(caplog):
