@@ -46,7 +46,7 @@ from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _compat
-from .masked_safety import Guard, checks_every_buffer, verdict
+from .masked_safety import Guard, Verdict, checks_every_buffer, verdict
 from .selections import Selection, is_pointwise, masked_selections
 from .selections import shape as shape_of
 
@@ -146,6 +146,8 @@ def rewrite_masked_reductions(gm: torch.fx.GraphModule) -> list[Outcome]:
         if why is None:
             plan.rewrite()
             outcomes.append(Outcome(name, True))
+            whys = "; ".join(f"{n.name} ({n.target}): {v.why}" for n, v in plan.verdicts.items())
+            log.debug("the selection %s is reduced over its mask; where false: %s", name, whys)
         else:
             outcomes.append(Outcome(name, False, why))
             log.info("the selection %s keeps its host sync: %s", name, why)
@@ -186,8 +188,9 @@ class _Plan:
         self.symbols = {root.symbol for root in self.roots}
         self.makers = [maker for root in self.roots for maker in root.makers]
         self.chain: dict[Node, None] = dict.fromkeys(self.by_node)
-        #: Operands of chain nodes made safe at masked-out positions (``masked_safety``).
-        self.guards: dict[Node, tuple[Guard, ...]] = {}
+        #: Why each chain node is safe at masked-out positions, with the guards of its
+        #: operands (``masked_safety``).
+        self.verdicts: dict[Node, Verdict] = {}
         self.reductions: list[Node] = []
         self.checks: list[Node] = []
 
@@ -252,8 +255,7 @@ class _Plan:
             if any(free_unbacked_symbols(s) for s in shape) or len(shape) > rest:
                 return 2, f"{user.name} reads {argument.name} beside the selection, not broadcast"
         self.chain[user] = None
-        if safety.guards:
-            self.guards[user] = safety.guards
+        self.verdicts[user] = safety
         return None
 
     def _take_reduction(self, user: Node) -> tuple[int, str] | None:
@@ -324,7 +326,7 @@ class _Plan:
                     named = node.args[position]
                     args[position] = shifted if isinstance(named, (list, tuple)) else shifted[0]
                 rank = len(shape_of(node)) + self.mask_dims - 1
-                for guard in self.guards.get(node, ()):
+                for guard in self.verdicts[node].guards:
                     operand = args[guard.position]
                     args[guard.position] = self._guarded(operand, guard, rank, fake_mode)
                 full[node] = self._add(node.target, tuple(args), kwargs, fake_mode)

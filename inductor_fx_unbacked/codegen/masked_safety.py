@@ -161,6 +161,8 @@ def verdict(node: Node) -> Verdict:
         if target is aten.pow.Tensor_Scalar and isinstance(exponent, int) and exponent >= 0:
             return Verdict("an integer to a constant power that is not negative: products")
         return _refuse(f"{node.name} ({target}) raises integers to masked-out exponents")
+    if packet is aten._to_copy and _device(node) != _device(node.args[0]):
+        return _refuse(f"{node.name} moves it to another device than its mask's")
     if packet in TOTAL:
         return Verdict(TOTAL[packet])
     return _refuse(
@@ -188,3 +190,8 @@ def _gather(node: Node) -> Verdict:
             "no index is in bounds at masked-out positions"
         )
     return Verdict(_GATHERS, (Guard(2, 0),))
+
+
+def _device(node: Any) -> torch.device | None:
+    value = node.meta.get("val") if isinstance(node, Node) else None
+    return value.device if isinstance(value, torch.Tensor) else None

@@ -51,7 +51,7 @@ def aten_graphs(monkeypatch):
     return graphs
 
 
-def compile_and_compare(fn, inputs, caplog, **config):
+def compile_and_compare(fn, inputs, caplog, level=logging.INFO, **config):
     """``fn`` compiled once, equal to eager on every input; its FX graphs and the
     package's messages about selections."""
     assert len({_count(args) for args in inputs}) >= 2, "selections of different lengths"
@@ -59,14 +59,15 @@ def compile_and_compare(fn, inputs, caplog, **config):
     caplog.clear()
     # On CPU, exp through tl.math (Triton's interpreter has no libdevice), as eager's.
     patch = torch._inductor.config.patch(use_fast_math=DEVICE == "cpu", **config)
-    with caplog.at_level(logging.INFO, logger=LOGGER), patch:
+    with caplog.at_level(level, logger=LOGGER), patch:
         with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
             compiled = torch.compile(fresh_copy(fn), fullgraph=True)
             for args in inputs:
                 got, want = compiled(*args), fn(*args)
                 rtol, atol = TOLERANCES.get(want.dtype, (1e-4, 1e-5))
                 torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
-    return graphs, [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    records = [r for r in caplog.records if r.name == LOGGER and r.levelno >= logging.INFO]
+    return graphs, [r.getMessage() for r in records]
 
 
 def _count(args):
@@ -176,6 +177,14 @@ def test_the_fuzzers_out_of_range_labels(loss, caplog):
         return LOSSES[loss](logits, labels, m)
 
     rewritten(program, inputs, caplog)
+
+
+def test_the_log_says_why_each_operation_is_safe_where_the_mask_is_false(caplog):
+    inputs = labelled(2, 9, padding=PADDING["in_range"])
+    compile_and_compare(loss_program("cross_entropy", "in_range"), inputs, caplog, logging.DEBUG)
+    (message,) = [r.getMessage() for r in caplog.records if "reduced over its mask" in r.msg]
+    assert "gather" in message and "the index is 0 where the mask is false" in message
+    assert "exp" in message and "no trap" in message
 
 
 def test_ignore_index_among_the_selected_labels(caplog):
