@@ -46,7 +46,7 @@ from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _compat
-from .masked_safety import Guard, Verdict, checks_every_buffer, verdict
+from .masked_safety import TABLES, Guard, Verdict, checks_every_buffer, verdict
 from .selections import Selection, is_pointwise, masked_selections
 from .selections import shape as shape_of
 
@@ -237,7 +237,8 @@ class _Plan:
             return 0, f"{kind} reduces it ({user.name}): {REFUSED[kind]}"
         if kind in IDENTITY and reduces_selection:
             return self._take_reduction(user)
-        if is_pointwise(user) or (user.target in ROW_WISE and dims and 0 not in dims):
+        looks_up = user.target in TABLES and user.args[TABLES[user.target][1]] is node
+        if is_pointwise(user) or looks_up or (user.target in ROW_WISE and dims and 0 not in dims):
             return self._take_elementwise(user)
         return 2, f"{user.name} ({user.target}) has no masked form"
 
@@ -247,12 +248,15 @@ class _Plan:
         safety = verdict(user)
         if not safety.safe:
             return 2, safety.why
-        rest = len(shape_of(user)) - 1
+        rest, tables = len(shape_of(user)) - 1, [user.args[p] for p in safety.tables]
+        if any(table in self.chain for table in tables):
+            return 2, f"{user.name} ({user.target}) looks up in the selection"
         for argument in user.all_input_nodes:
             if argument in self.chain:
                 continue
             shape = shape_of(argument)
-            if any(free_unbacked_symbols(s) for s in shape) or len(shape) > rest:
+            beside = len(shape) > rest and argument not in tables
+            if any(free_unbacked_symbols(s) for s in shape) or beside:
                 return 2, f"{user.name} reads {argument.name} beside the selection, not broadcast"
         self.chain[user] = None
         self.verdicts[user] = safety
@@ -328,7 +332,8 @@ class _Plan:
                 rank = len(shape_of(node)) + self.mask_dims - 1
                 for guard in self.verdicts[node].guards:
                     operand = args[guard.position]
-                    args[guard.position] = self._guarded(operand, guard, rank, fake_mode)
+                    own = rank if operand is node.args[guard.position] else len(shape_of(operand))
+                    args[guard.position] = self._guarded(operand, guard, own, fake_mode)
                 full[node] = self._add(node.target, tuple(args), kwargs, fake_mode)
         for reduction in self.reductions:
             with self.graph.inserting_before(reduction):

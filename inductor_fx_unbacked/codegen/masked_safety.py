@@ -97,6 +97,12 @@ _DIVIDES = (
     "an integer division, guarded: its divisor is 1 where the mask is false "
     "(an integer division by 0 or INT_MIN by -1 traps), the divisor itself where true"
 )
+#: Operations that look up rows of a table by an index: (table, index) positions.
+TABLES = {aten.embedding.default: (0, 1)}
+_LOOKS_UP = (
+    "looks up a table's rows by an index, guarded: the index is 0 where the mask is "
+    "false (in bounds: the table is not empty), the index itself where true"
+)
 _GATHERS = (
     "reads by an index, guarded: the index is 0 where the mask is false (in bounds: "
     "the dimension it reads is not empty), the index itself where true"
@@ -121,6 +127,8 @@ class Verdict:
     why: str
     guards: tuple[Guard, ...] = ()
     safe: bool = True
+    #: Argument positions of tables read by index (not broadcast against the selection).
+    tables: tuple[int, ...] = ()
 
 
 def _refuse(why: str) -> Verdict:
@@ -149,6 +157,8 @@ def verdict(node: Node) -> Verdict:
     integral = result is not None and not (result.is_floating_point or result.is_complex)
     if target is aten.gather.default:
         return _gather(node)
+    if target in TABLES:
+        return _lookup(node, *TABLES[target])
     if target in (aten.div.Tensor_mode, aten.div.Scalar_mode) or packet in DIVISIONS:
         rounding = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
         if integral and (packet in DIVISIONS or rounding is not None):
@@ -190,6 +200,13 @@ def _gather(node: Node) -> Verdict:
             "no index is in bounds at masked-out positions"
         )
     return Verdict(_GATHERS, (Guard(2, 0),))
+
+
+def _lookup(node: Node, table: int, index: int) -> Verdict:
+    sizes = shape_of(node.args[table])
+    if not (sizes and statically_known_true(sizes[0] >= 1)):
+        return _refuse(f"{node.name} looks up in a table that may be empty: no index is in bounds")
+    return Verdict(_LOOKS_UP, (Guard(index, 0),), tables=(table,))
 
 
 def _device(node: Any) -> torch.device | None:
