@@ -133,6 +133,21 @@ def test_a_mask_shorter_than_the_base_keeps_the_selection(caplog):
         kept(lambda y, m: y[torch.where(m)].sum(), inputs, caplog, "cover")
 
 
+@pytest.mark.parametrize("length, mask_length", [(30, 1), (5, 2)])
+def test_the_fuzzers_where_indices_of_a_longer_base(length, mask_length, caplog):
+    """``/work/fuzz-findings/syncfree-where-indices-of-a-longer-base.py``: 435 for 0
+    with a mask of one position, no compile with two."""
+    x = torch.arange(float(length), device=DEVICE)
+    signs = [torch.ones(mask_length, device=DEVICE), -torch.ones(mask_length, device=DEVICE)]
+    inputs = [tagged((x, k), (k > 0).sum()) for k in signs]
+
+    def program(x, k):
+        m = k > 0
+        return x[torch.where(m)].sum()
+
+    kept(program, inputs, caplog, "cover")
+
+
 def test_a_mask_that_broadcasts_keeps_the_selection(caplog):
     """``masked_select`` broadcasts its mask: one column's mask selects whole columns."""
     x = torch.randn(4, 6, device=DEVICE)
