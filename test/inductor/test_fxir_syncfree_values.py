@@ -89,7 +89,6 @@ def test_division_by_a_constant(caplog):
 
 
 @pytest.mark.full
-@pytest.mark.ci_oldest
 def test_an_integer_division_in_a_cpp_kernel(caplog):
     """The finding as it was seen: Inductor's C++ kernels raise ``ZeroDivisionError``
     on an integer division by zero (the FX wrapper registered for the CPU with the
