@@ -88,6 +88,28 @@ def test_the_log_says_why_each_operation_is_safe_where_the_mask_is_false(caplog)
     assert "exp" in message and "no trap" in message
 
 
+def test_a_loss_over_labelled_tokens_of_a_batch(caplog):
+    """A language model's loss: logits (batch, tokens, classes), a mask over
+    (batch, tokens), padding -100, -1 and -10**12 where it is false."""
+
+    def program(logits, labels):
+        m = labels >= 0
+        return F.cross_entropy(logits[m], labels[m])
+
+    inputs = []
+    for count in (0, 3, 11):
+        g = torch.Generator().manual_seed(count)
+        logits, labels = torch.randn(3, 4, C, generator=g), torch.randint(0, C, (3, 4), generator=g)
+        padded = torch.randperm(12, generator=g)[: 12 - count]
+        padding = torch.tensor([-100, -1, -(10**12)])[torch.arange(12 - count) % 3]
+        labels.view(-1)[padded] = padding
+        inputs.append(tagged((logits.to(DEVICE), labels.to(DEVICE)), count))
+    with aten_graphs() as graphs:
+        rewritten(program, inputs, caplog)
+    gathers = [n for gm in graphs for n in gm.graph.nodes if n.target is aten.gather.default]
+    assert gathers and all(guarded(n, 2, 0) for n in gathers)
+
+
 def test_ignore_index_among_the_selected_labels(caplog):
     """-100 passes ``labels < C``: cross-entropy ignores it, as eager does."""
     inputs = labelled(3, 9, padding=[255, -100, -100])
