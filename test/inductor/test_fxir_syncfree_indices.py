@@ -170,6 +170,19 @@ def test_the_fuzzers_where_indices_of_a_longer_base(length, mask_length, caplog)
     kept(program, inputs, caplog, "cover")
 
 
+@pytest.mark.parametrize("function", [torch.sqrt, torch.reciprocal], ids=["sqrt", "reciprocal"])
+def test_the_fuzzers_nan_from_beyond_a_shorter_mask(function, caplog):
+    """``/work/fuzz-findings/syncfree-where-of-a-longer-base-gives-nan.py``: the chain
+    ran (and was summed) at positions of ``x`` that no index reads: NaN for 2.0."""
+    x = torch.tensor([4.0, float("nan"), -1.0, 0.0], device=DEVICE)
+    inputs = [tagged((x, torch.tensor([s], device=DEVICE)), s > 0) for s in (1.0, -1.0)]
+
+    def program(x, k):
+        return function(x[torch.where(k > 0)]).sum()
+
+    kept(program, inputs, caplog, "cover")
+
+
 def test_a_mask_that_broadcasts_keeps_the_selection(caplog):
     """``masked_select`` broadcasts its mask: one column's mask selects whole columns."""
     x = torch.randn(4, 6, device=DEVICE)
