@@ -14,16 +14,22 @@ and fuses the kernels as for any reduction.
 
 Element by element (or row by row): pointwise operations, other selections by the
 same mask (``y[mask]``), and, on selected rows, operations along the other
-dimensions (a softmax or a sum along a row, ``gather`` in a row). The reductions:
+dimensions (a softmax or a sum along a row, ``gather`` in a row), each of them
+one that ``masked_safety`` knows to be safe where the mask is false (total there,
+or with the operand that could trap guarded: ``gather``'s index, an integer
+divisor), since the rewrite runs them there too. The mask must cover the leading
+dimensions of every base exactly, symbolically. The reductions:
 sums, means (the count is the mask's; an empty selection gives NaN, as eager
 does), products, ``any`` and ``all``, over the selected dimension and any others.
 It leaves, and logs why (``TORCH_LOGS=inductor_fx_unbacked``): a selection whose
 size escapes (it reaches the graph's output, a host value reads it), one read by
-an operation without a masked form, ``amax``/``amin`` (eager raises on an empty
-selection), ``var``/``std`` (eager warns below their correction), random
-operations (drawing for every element changes what eager draws), and a selection
-whose length a check other than those by construction reads (a user's
-``torch._check`` needs the host).
+an operation without a masked form or not known to be safe at masked-out
+positions, one whose mask is not known to cover its base, any under
+``config.nan_asserts`` (it checks masked-out positions too), ``amax``/``amin``
+(eager raises on an empty selection), ``var``/``std`` (eager warns below their
+correction), random operations (drawing for every element changes what eager
+draws), and a selection whose length a check other than those by construction
+reads (a user's ``torch._check`` needs the host).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _compat
+from .masked_safety import TABLES, Guard, Verdict, checks_every_buffer, verdict
 from .selections import Selection, is_pointwise, masked_selections
 from .selections import shape as shape_of
 
@@ -139,6 +146,8 @@ def rewrite_masked_reductions(gm: torch.fx.GraphModule) -> list[Outcome]:
         if why is None:
             plan.rewrite()
             outcomes.append(Outcome(name, True))
+            whys = "; ".join(f"{n.name} ({n.target}): {v.why}" for n, v in plan.verdicts.items())
+            log.debug("the selection %s is reduced over its mask; where false: %s", name, whys)
         else:
             outcomes.append(Outcome(name, False, why))
             log.info("the selection %s keeps its host sync: %s", name, why)
@@ -179,6 +188,9 @@ class _Plan:
         self.symbols = {root.symbol for root in self.roots}
         self.makers = [maker for root in self.roots for maker in root.makers]
         self.chain: dict[Node, None] = dict.fromkeys(self.by_node)
+        #: Why each chain node is safe at masked-out positions, with the guards of its
+        #: operands (``masked_safety``).
+        self.verdicts: dict[Node, Verdict] = {}
         self.reductions: list[Node] = []
         self.checks: list[Node] = []
 
@@ -188,6 +200,9 @@ class _Plan:
         Users are taken until nothing changes: an operation that reads two values
         computed on the selections (``gather`` of a row by a selected index) is
         taken once both are."""
+        for why in (checks_every_buffer(), *(root.mismatch for root in self.roots)):
+            if why is not None:
+                return why
         reasons: dict[tuple[Node, Node], tuple[int, str]] = {}
         progress = True
         while progress:
@@ -222,21 +237,29 @@ class _Plan:
             return 0, f"{kind} reduces it ({user.name}): {REFUSED[kind]}"
         if kind in IDENTITY and reduces_selection:
             return self._take_reduction(user)
-        if is_pointwise(user) or (user.target in ROW_WISE and dims and 0 not in dims):
+        looks_up = user.target in TABLES and user.args[TABLES[user.target][1]] is node
+        if is_pointwise(user) or looks_up or (user.target in ROW_WISE and dims and 0 not in dims):
             return self._take_elementwise(user)
         return 2, f"{user.name} ({user.target}) has no masked form"
 
     def _take_elementwise(self, user: Node) -> tuple[int, str] | None:
         if torch.Tag.nondeterministic_seeded in getattr(user.target, "tags", ()):
             return 2, f"{user.name} ({user.target}) draws random numbers for the selection only"
-        rest = len(shape_of(user)) - 1
+        safety = verdict(user)
+        if not safety.safe:
+            return 2, safety.why
+        rest, tables = len(shape_of(user)) - 1, [user.args[p] for p in safety.tables]
+        if any(table in self.chain for table in tables):
+            return 2, f"{user.name} ({user.target}) looks up in the selection"
         for argument in user.all_input_nodes:
             if argument in self.chain:
                 continue
             shape = shape_of(argument)
-            if any(free_unbacked_symbols(s) for s in shape) or len(shape) > rest:
+            beside = len(shape) > rest and argument not in tables
+            if any(free_unbacked_symbols(s) for s in shape) or beside:
                 return 2, f"{user.name} reads {argument.name} beside the selection, not broadcast"
         self.chain[user] = None
+        self.verdicts[user] = safety
         return None
 
     def _take_reduction(self, user: Node) -> tuple[int, str] | None:
@@ -306,6 +329,11 @@ class _Plan:
                     shifted = [d + self.mask_dims - 1 for d in dims]
                     named = node.args[position]
                     args[position] = shifted if isinstance(named, (list, tuple)) else shifted[0]
+                rank = len(shape_of(node)) + self.mask_dims - 1
+                for guard in self.verdicts[node].guards:
+                    operand = args[guard.position]
+                    own = rank if operand is node.args[guard.position] else len(shape_of(operand))
+                    args[guard.position] = self._guarded(operand, guard, own, fake_mode)
                 full[node] = self._add(node.target, tuple(args), kwargs, fake_mode)
         for reduction in self.reductions:
             with self.graph.inserting_before(reduction):
@@ -317,15 +345,30 @@ class _Plan:
             if node in doomed and not node.users:
                 self.graph.erase_node(node)
 
+    def _mask_of_rank(self, rank: int, fake_mode: Any) -> Node:
+        """The mask, with trailing dimensions of size 1 up to ``rank``."""
+        mask = next(iter(self.by_node.values())).mask
+        for _ in range(rank - self.mask_dims):
+            mask = self._add(aten.unsqueeze.default, (mask, -1), {}, fake_mode)
+        return mask
+
+    def _guarded(self, operand: Node, guard: Guard, rank: int, fake_mode: Any) -> Node:
+        """``operand`` where the mask is true, ``guard.safe`` where it is false: at
+        selected positions the operation reads what eager's does."""
+        rank = max(rank, len(shape_of(operand)))
+        mask = self._mask_of_rank(rank, fake_mode)
+        safe = self._add(aten.where.ScalarOther, (mask, operand, guard.safe), {}, fake_mode)
+        if guard.dtype is None or guard.dtype == safe.meta["val"].dtype:
+            return safe
+        return self._add(prims.convert_element_type.default, (safe, guard.dtype), {}, fake_mode)
+
     def _masked(self, reduction: Node, values: Node, fake_mode: Any) -> Node:
         kind = _kind(reduction)
         rank = len(shape_of(reduction.args[0]))
         dims, keepdim = _reduced(reduction)
         # The selected dimension is the mask's dimensions; the others follow them.
         full_dims = [*range(self.mask_dims), *(d + self.mask_dims - 1 for d in sorted(dims) if d)]
-        mask = next(iter(self.by_node.values())).mask
-        for _ in range(rank - 1):
-            mask = self._add(aten.unsqueeze.default, (mask, -1), {}, fake_mode)
+        mask = self._mask_of_rank(rank + self.mask_dims - 1, fake_mode)
         masked = self._add(aten.where.ScalarOther, (mask, values, IDENTITY[kind]), {}, fake_mode)
         dtype = reduction.kwargs.get("dtype")
         extra = {"dtype": dtype} if dtype is not None else {}

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from torch.fx import Node
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -32,6 +32,11 @@ class Selection:
     symbol: Any
     #: The nodes that only exist to make it (``nonzero``, its columns).
     makers: list[Node]
+    #: Why the mask is not known to cover ``base``'s first dimensions exactly, or None.
+    mismatch: str | None = None
+
+    def __post_init__(self) -> None:
+        self.mismatch = _mismatch(self.mask, self.base, self.mask_dims)
 
     def same_mask(self, other: Selection) -> bool:
         """Whether ``other`` selects by the same mask: the same node, or one that
@@ -51,6 +56,21 @@ def _same_value(a: Any, b: Any) -> bool:
     return all(_same_value(x, y) for x, y in zip(a.args, b.args))
 
 
+def _mismatch(mask: Node, base: Node, mask_dims: int) -> str | None:
+    """Why ``mask`` is not known to have exactly the shape of ``base``'s first
+    ``mask_dims`` dimensions (``y[torch.where(m)]`` indexes ``y`` by ``m``'s
+    positions, whatever their shapes), or None where it is, symbolically."""
+    sizes, leading = shape(mask), shape(base)[:mask_dims]
+    if len(sizes) == mask_dims == len(leading) and all(
+        statically_known_true(a == b) for a, b in zip(sizes, leading)
+    ):
+        return None
+    return (
+        f"its mask {mask.name} of shape {list(sizes)} is not known to cover the "
+        f"leading dimensions {list(leading)} of {base.name} exactly"
+    )
+
+
 def masked_selections(graph: torch.fx.Graph) -> list[Selection]:
     return [s for s in map(_selection, graph.nodes) if s is not None and s.symbol is not None]
 
@@ -60,8 +80,7 @@ def _selection(node: Node) -> Selection | None:
         return None
     if node.target is aten.masked_select.default:
         base, mask = node.args
-        if shape(base) != shape(mask):
-            return None
+        # A mask that broadcasts against the base fails the cover check.
         return Selection(node, base, mask, len(shape(base)), _bound_symbol(node), [])
     if node.target is not aten.index.Tensor:
         return None
