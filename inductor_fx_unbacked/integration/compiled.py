@@ -245,8 +245,14 @@ class CompiledArtifact:
 
     def __reduce__(self) -> tuple[Any, ...]:
         state = self._state if self._state is not None else self._read_state(self._namespace)
+        signature = dict(self.signature.__dict__)
+        # The pytrees' structures as skeletons (their leaves 0): a TreeSpec pickles
+        # through classes that some releases warn about when unpickled.
+        for key in ("in_spec", "out_spec"):
+            spec = signature[key]
+            signature[key] = _Skeleton(pytree.tree_unflatten([0] * spec.num_leaves, spec))
         payload = {
-            "signature": dict(self.signature.__dict__),
+            "signature": signature,
             "graph": None
             if self.graph is None
             else store.dumps(self.graph, "lowered", constants=True),
@@ -272,6 +278,13 @@ _ALIGNMENT = 16
 SCALAR_TYPES = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",)}
 
 
+class _Skeleton:
+    """A pytree whose leaves are 0, standing for its structure in a pickle."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 def _no_graph(*inputs: Any) -> tuple[Any, ...]:
     """The graph of a program that computes nothing: its result is its arguments."""
     return ()
@@ -287,7 +300,11 @@ def restored(payload: dict[str, Any]) -> CompiledArtifact:
     graphs = (
         [] if payload["graph"] is None else store.loads(payload["graph"], with_values=True).graphs
     )
-    signature = Signature(**payload["signature"])
+    fields = dict(payload["signature"])
+    for key in ("in_spec", "out_spec"):
+        if isinstance(fields[key], _Skeleton):
+            fields[key] = pytree.tree_flatten(fields[key].value)[1]
+    signature = Signature(**fields)
     return CompiledArtifact(
         signature, graphs, None, cuda_graphs=payload["cuda_graphs"], state=payload["state"]
     )
