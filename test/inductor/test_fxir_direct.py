@@ -470,3 +470,68 @@ def test_dynamic_runs_sizes_zero_and_one(example_size):
     for n in (0, 1, 2, 16):
         x = signed(n, n)
         assert same(artifact(x), positives_doubled(x)), n
+
+
+# The self-check: the whole structure, at dtype-aware tolerances.
+
+
+def blockwise_cumsum(x, block=1024):
+    """A float32 cumsum that sums by blocks, as a parallel scan does."""
+    parts = x.split(block)
+    sums = torch.stack([p.sum() for p in parts]).cumsum(0)
+    starts = torch.cat([sums.new_zeros(1), sums[:-1]])
+    return torch.cat([p.cumsum(0) + s for p, s in zip(parts, starts)])
+
+
+def test_the_self_check_accepts_the_summation_order_of_a_long_scan():
+    from inductor_fx_unbacked.integration import self_check
+
+    half = torch.ones(1 << 19, device=DEVICE)
+    x = signed(1 << 20, 0) + torch.cat([half, -half])  # up to 5e5, then back near 0
+    eager = x.double().cumsum(0).float()  # CPU accumulates in double
+    blocked = blockwise_cumsum(x)
+    assert not torch.allclose(blocked, eager, rtol=1.3e-6, atol=1e-5), "orders differ"
+    self_check.check(blocked, eager, accumulates=True, sizes=[x])
+    with pytest.raises(ifx.CompileError, match="differs from eager's: largest difference"):
+        self_check.check(blocked, eager, accumulates=False, sizes=[x])
+    wrong = blocked.clone()
+    wrong[1000] += 0.01 * eager.abs().max()  # a wrong value, not an order
+    with pytest.raises(ifx.CompileError, match="beyond the accumulation bound"):
+        self_check.check(wrong, eager, accumulates=True, sizes=[x])
+
+
+def test_the_self_check_takes_bfloat16s_tolerance_and_compares_every_leaf():
+    from inductor_fx_unbacked.integration import self_check
+
+    mean = torch.tensor(0.7930, dtype=torch.bfloat16)
+    ulp_apart = mean + torch.finfo(torch.bfloat16).eps * mean
+    assert not torch.equal(mean, ulp_apart)
+    self_check.check(ulp_apart, mean, accumulates=False, sizes=[])
+    with pytest.raises(ifx.CompileError, match="returns .* where eager returns"):
+        self_check.check((mean,), (mean, mean), accumulates=False, sizes=[])
+    with pytest.raises(ifx.CompileError, match=r"result\[1\] on the example differs"):
+        self_check.check((mean, 2), (mean, 3), accumulates=False, sizes=[])
+
+
+def test_a_bfloat16_mean_of_a_long_selection_compiles():
+    def mean_of_positives(x):
+        return x[x > 0].mean()
+
+    example = signed(6000, 0).bfloat16()
+    artifact = ifx.compile(mean_of_positives, example)
+    for seed in (1, 2):
+        x = signed(6000, seed).bfloat16()
+        torch.testing.assert_close(artifact(x), mean_of_positives(x))
+
+
+def test_a_scan_of_a_repeated_selection_compiles():
+    def scan(x, repeats):
+        return torch.repeat_interleave(x, repeats).cumsum(0)
+
+    g = torch.Generator().manual_seed(0)
+    repeats = [torch.randint(0, 4, (20000,), generator=g).to(DEVICE) for _ in range(2)]
+    artifact = ifx.compile(scan, signed(20000, 0), repeats[0])
+    x = signed(20000, 1)
+    got, want = artifact(x, repeats[1]), scan(x, repeats[1])
+    assert got.shape == want.shape and got.shape != scan(signed(20000, 0), repeats[0]).shape
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
