@@ -535,3 +535,48 @@ def test_a_scan_of_a_repeated_selection_compiles():
     got, want = artifact(x, repeats[1]), scan(x, repeats[1])
     assert got.shape == want.shape and got.shape != scan(signed(20000, 0), repeats[0]).shape
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
+# The differential fuzzer's findings, kept.
+
+
+def test_a_linear_layer_over_selected_rows_beside_nan_and_inf():
+    """Fuzzer finding: ``Linear(x[k > 0]).sum()`` raised addmm's out= error (parameters
+    that require grad); the masked-out row holds NaN and inf."""
+    nan, inf = float("nan"), float("inf")
+    linear = torch.nn.Linear(2, 2).to(DEVICE)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor([[0.5, -0.25], [1.0, 0.75]]))
+        linear.bias.copy_(torch.tensor([0.1, -0.2]))
+
+    def program(x, k):
+        return linear(x[k > 0]).sum()
+
+    x = torch.tensor([[1.0, 2.0], [nan, inf], [0.5, 0.5]], device=DEVICE)
+    keeps = [torch.tensor(k, device=DEVICE) for k in ([1.0, -1.0, 1.0], [-1.0, -1.0, 1.0])]
+    artifact = ifx.compile(program, x, keeps[0])
+    for k in keeps:
+        torch.testing.assert_close(artifact(x, k), eager_inference(program, x, k))
+
+
+def test_a_bfloat16_log_softmax_gather_of_labelled_rows():
+    """Fuzzer finding: the self-check refused a bf16 result one ulp from eager's
+    (it compared at float32's tolerance); padding labels out of range."""
+
+    def program(logits, labels):
+        m = (labels >= 0) & (labels < 2)
+        return logits[m].log_softmax(-1).gather(1, labels[m][:, None])
+
+    g = torch.Generator().manual_seed(9)
+    cases = [
+        (torch.randn(7, 2, generator=g).bfloat16().to(DEVICE), torch.tensor(labels).to(DEVICE))
+        for labels in ([-100, -1, 1, -1000, 0, -100, 10**12], [0, 1, 0, -1, 1, -1000, 0])
+    ]
+    # On CPU, exp without libdevice: Triton's interpreter has none.
+    with torch._inductor.config.patch(use_fast_math=DEVICE == "cpu"):
+        artifact = ifx.compile(program, *cases[0])
+    for logits, labels in cases:
+        # Inductor computes in float32 and rounds once, closer to the exact result
+        # than eager's bfloat16 steps (4 ulps apart here).
+        want = program(logits.float(), labels).bfloat16()
+        torch.testing.assert_close(artifact(logits, labels), want)
