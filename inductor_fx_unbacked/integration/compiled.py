@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from .. import _compat
 from .. import runner as runners
 from ..artifact import store
 
@@ -142,12 +143,12 @@ class CompiledArtifact:
         # kernels write their results with out=, which autograd refuses).
         grad = torch.is_grad_enabled()
         if grad:
-            torch.set_grad_enabled(False)
+            _compat.set_grad_enabled(False)
         try:
             outputs = self._run(*inputs)
         finally:
             if grad:
-                torch.set_grad_enabled(True)
+                _compat.set_grad_enabled(True)
         if not isinstance(outputs, (tuple, list)):
             outputs = (outputs,)
         if self._one_output:

@@ -79,7 +79,15 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
             stack.enter_context(torch.fx.experimental._config.patch(backed_size_oblivious=True))
         graphs = stack.enter_context(recording_graphs())
         compiled = torch.compile(flat_fn, backend=capture, fullgraph=True, dynamic=dynamic)
-        traced = _trace(compiled, leaves)
+        try:
+            traced = _trace(compiled, leaves)
+        except CompileError as e:
+            if dynamic and any(0 in getattr(leaf, "shape", ()) for leaf in leaves):
+                raise CompileError(
+                    f"{e} (with an example of size 0: compile with examples of sizes 2 or "
+                    "more; with dynamic=True the artifact runs sizes 0 and 1)"
+                ) from e
+            raise
     # Eager's result, after the trace: a program refused above never ran.
     with torch.no_grad():
         expected = fn(*example_inputs)
@@ -105,16 +113,17 @@ def _trace(compiled: Callable[..., Any], leaves: list[Any]) -> tuple[Any, ...]:
         raise CompileError(
             f"Inductor cannot compile this program: {type(inner).__name__}: {_first_line(inner)}"
         ) from e
-    except torch._dynamo.exc.Unsupported as e:
+    except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
+        if "data-dependent" in str(e):
+            raise CompileError(
+                f"Dynamo cannot make one graph of this program: {_reason(e)}. A Python "
+                "branch on a value read from a tensor (`if t.item() > 3:`) cannot be compiled "
+                "into one graph: compute both sides and select with torch.where, or use "
+                "torch.cond"
+            ) from e
         raise CompileError(
             "ifx.compile makes one graph, and Dynamo broke this program: "
             f"{_first_line(e)}; torch.compile runs programs with graph breaks"
-        ) from e
-    except torch._dynamo.exc.UserError as e:
-        raise CompileError(
-            f"Dynamo cannot make one graph of this program: {_reason(e)}. A Python branch on "
-            "a value read from a tensor (`if t.item() > 3:`) cannot be compiled into one "
-            "graph: compute both sides and select with torch.where, or use torch.cond"
         ) from e
     except torch._dynamo.exc.TorchDynamoException as e:
         raise CompileError(

@@ -44,7 +44,9 @@ def signature_of(
     leaves (``F``) or over the state read from ``fn`` when called (``S``), and each
     of the result's leaves as a graph output, an argument, state or a constant."""
     inputs, state, state_names = [], [], []
-    fakes, fake_sources, read_leaves = [], [], set()
+    fakes: list[Any] = []
+    fake_sources: list[str] = []
+    read_leaves: set[int] = set()
     for (node_name, name), example in zip(capture.sources, capture.examples):
         leaf = _LEAF.match(name)
         if leaf is not None:
@@ -54,6 +56,7 @@ def signature_of(
                 read_leaves.add(index)
                 fakes.append(example)
                 fake_sources.append(f"t{index}")
+
         elif name.startswith("G['fn']"):
             inputs.append(f"S[{len(state)}]")
             if isinstance(example, torch.Tensor):
@@ -243,12 +246,30 @@ def _guards(shape_env: Any, fakes: list[Any], sources: list[str]) -> list[str]:
 
     if shape_env is None or not fakes:
         return []
-    guards = shape_env.produce_guards(fakes, [LocalSource(s) for s in sources], ignore_static=False)
+    sources = [LocalSource(s) for s in sources]
+    for value, source in _read_values(shape_env):
+        fakes, sources = [*fakes, value], [*sources, source]
+    guards = shape_env.produce_guards(fakes, sources, ignore_static=False)
     kept = [g for g in guards if not _STORAGE_OFFSET_GUARD.match(g)]
     kept = [re.sub(r"L\['([ts])(\d+)'\]", _renamed, g) for g in kept]
     # A bound on a value read from an argument (``k.item()``) names the argument
     # as Dynamo read it.
     return [_LEAF.sub(lambda m: f"F[{m[1] or m[2]}]", g) for g in kept]
+
+
+def _read_values(shape_env: Any) -> list[tuple[Any, Any]]:
+    """The values a trace read from arguments as backed symbols (torch 2.10 reads
+    ``k.item()`` of an argument so), each a SymInt and its source: their bounds are
+    guards too."""
+    found = []
+    for symbol, symbol_sources in shape_env.var_to_sources.items():
+        for source in symbol_sources:
+            name = source.name() if callable(source.name) else source.name
+            if _LEAF.match(name) and name.endswith(".item()"):
+                hint = int(shape_env.var_to_val[symbol])
+                found.append((shape_env.create_symintnode(symbol, hint=hint), source))
+                break
+    return found
 
 
 def _renamed(match: re.Match[str]) -> str:

@@ -260,13 +260,20 @@ def rows(n, seed, width=6):
     return torch.randn(n, width, generator=g).to(DEVICE)
 
 
+def seeded(make):
+    """A module whose parameters are the same whatever ran before."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return make().to(DEVICE)
+
+
 def eager_inference(module, *args):
     with torch.no_grad():
         return module(*args)
 
 
 def test_a_linear_module_runs_with_its_parameters_requiring_grad():
-    linear = torch.nn.Linear(6, 5).to(DEVICE)
+    linear = seeded(lambda: torch.nn.Linear(6, 5))
     assert linear.weight.requires_grad
     artifact = ifx.compile(linear, rows(4, 0))
     out = artifact(rows(4, 1))  # grad mode on, as a user's script has it
@@ -276,7 +283,7 @@ def test_a_linear_module_runs_with_its_parameters_requiring_grad():
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_linear_layers_then_a_data_dependent_step(dynamic):
-    model = PositiveFeatures().to(DEVICE)
+    model = seeded(PositiveFeatures)
     artifact = ifx.compile(model, rows(5, 0), dynamic=dynamic)
     lengths = set()
     for seed, n in [(1, 5), (2, 5), (3, 9)] if dynamic else [(1, 5), (2, 5)]:
@@ -296,7 +303,7 @@ def test_linear_layers_then_a_data_dependent_step(dynamic):
     ids=["conv1d", "bilinear"],
 )
 def test_modules_with_a_product_of_matrices_run(module):
-    module = module().to(DEVICE)
+    module = seeded(module)
     if isinstance(module, torch.nn.Conv1d):
         make = lambda seed: (rows(2, seed, 9).reshape(1, 2, 9),)  # noqa: E731
     else:
@@ -466,7 +473,13 @@ def test_an_item_bounded_by_an_input_size_compiles_with_dynamic(take):
 
 @pytest.mark.parametrize("example_size", [16, 1, 0])
 def test_dynamic_runs_sizes_zero_and_one(example_size):
-    artifact = ifx.compile(positives_doubled, signed(example_size, 0), dynamic=True)
+    try:
+        artifact = ifx.compile(positives_doubled, signed(example_size, 0), dynamic=True)
+    except ifx.CompileError as e:
+        # Inductor of torch 2.10 cannot pick a kernel config for a size hint of 0.
+        assert example_size == 0, e
+        assert "compile with examples of sizes 2 or more" in str(e)
+        return
     for n in (0, 1, 2, 16):
         x = signed(n, n)
         assert same(artifact(x), positives_doubled(x)), n
