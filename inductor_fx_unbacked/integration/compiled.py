@@ -2,11 +2,14 @@
 
 A call flattens its arguments (the module's parameters and buffers, as they are
 now, then the inputs' leaves), checks them (count, device, dtype, rank,
-gradients, constants the trace fixed, and the trace's shape guards: the sizes
-and strides the graph assumes), reads the graph's inputs from them, realigns an
-input that the kernels assume aligned where it is not (as Inductor's compiled
-graph does), and calls the graph's lowered runner. Every check failing names
-the argument.
+gradients, Python scalars' types, constants the trace fixed, and the trace's
+shape guards: the sizes and strides the graph assumes), reads the graph's inputs
+from them, realigns an input that the kernels assume aligned where it is not (as
+Inductor's compiled graph does), and calls the graph's lowered runner with
+gradients off (inference: parameters that require grad are read as they are).
+The result is built as eager's: the graph's outputs, and what Dynamo left out of
+the graph (an argument or state returned as it is, a repeat, a constant). Every
+check failing names the argument and what to do.
 """
 
 from __future__ import annotations

@@ -71,6 +71,9 @@ def signature_of(
                 "argument, or use it from a closure or a module (read when called)"
             )
     _check_readable(state, namespace)
+    # The state the graph reads is checked when called; what the result only
+    # returns as it is (appended below) is not.
+    state_tensors = {f"S[{k}]": _meta(v) for k, v in enumerate(_read(state, namespace)) if _meta(v)}
     outputs, output_constants = _result_sources(
         capture.graph_outputs or [], traced, expected, leaves, fn, namespace, state, state_names
     )
@@ -85,7 +88,7 @@ def signature_of(
         output_constants=output_constants,
         tensors={
             **{f"F[{i}]": _meta(v) for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)},
-            **{f"S[{k}]": _meta(v) for k, v in enumerate(_read(state, namespace)) if _meta(v)},
+            **state_tensors,
         },
         scalars={i: type(v).__name__ for i, v in enumerate(leaves) if not _is_tensor(v)},
         constants={
