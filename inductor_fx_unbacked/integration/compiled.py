@@ -240,6 +240,11 @@ class CompiledArtifact:
             return "pass a tensor with the strides it was compiled for (.contiguous())"
         if not getattr(self.signature, "dynamic", False):
             return "compile it with dynamic=True for other sizes"
+        if re.match(r"\d+ <= [FS]\[\d+\]\.size\(\)\[\d+\]( and |$)", guard):
+            return (
+                "smaller sizes compile only as fixed sizes for this program: compile an "
+                "artifact for them with dynamic=False on an example of that size"
+            )
         if ".item()" in guard:
             return "pass a value within the bounds the program checks (torch._check)"
         return (

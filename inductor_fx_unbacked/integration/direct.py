@@ -35,6 +35,7 @@ from . import direct_sources as sources
 from . import self_check
 from .backend import default_device, device_type, fx_backend
 from .compiled import SCALAR_TYPES, CompiledArtifact, CompileError
+from .logs import log
 from .recording import recording_graphs
 
 
@@ -62,32 +63,22 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     for name, leaf in zip(names, leaves):
         _check_example(name, leaf)
     device = device_type(device or _device_of(leaves) or default_device())
-    flat_fn, namespace = _flat_function(fn, in_spec)
-    capture = _Capture(names)
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(torch.no_grad())
-        stack.enter_context(fx_backend(device))
-        stack.enter_context(
-            torch._dynamo.config.patch(
-                capture_scalar_outputs=True,
-                capture_dynamic_output_shape_ops=True,
-                suppress_errors=False,
-            )
-        )
-        if dynamic:
-            # Sizes 0 and 1 stay symbolic: no guard refuses them later.
-            stack.enter_context(torch.fx.experimental._config.patch(backed_size_oblivious=True))
-        graphs = stack.enter_context(recording_graphs())
-        compiled = torch.compile(flat_fn, backend=capture, fullgraph=True, dynamic=dynamic)
-        try:
-            traced = _trace(compiled, leaves)
-        except CompileError as e:
-            if dynamic and any(0 in getattr(leaf, "shape", ()) for leaf in leaves):
-                raise CompileError(
-                    f"{e} (with an example of size 0: compile with examples of sizes 2 or "
-                    "more; with dynamic=True the artifact runs sizes 0 and 1)"
-                ) from e
+    try:
+        capture, graphs, namespace, traced = _traced(fn, in_spec, names, leaves, device, dynamic)
+    except _InductorFailed as e:
+        if not dynamic:
             raise
+        if any(size in (0, 1) for leaf in leaves for size in getattr(leaf, "shape", ())):
+            raise CompileError(
+                f"{e} (with an example of size 0 or 1: compile with examples of sizes 2 or "
+                "more; with dynamic=True the artifact runs sizes 0 and 1)"
+            ) from e
+        # Some programs Inductor compiles only with sizes 0 and 1 apart (torch 2.10:
+        # a torch.cond of slices): the artifact then refuses them, saying so.
+        log.info("ifx.compile: sizes 0 and 1 specialised, since with them symbolic %s", e)
+        capture, graphs, namespace, traced = _traced(
+            fn, in_spec, names, leaves, device, dynamic, size_oblivious=False
+        )
     # Eager's result, after the trace: a program refused above never ran.
     with torch.no_grad():
         expected = fn(*example_inputs)
@@ -101,6 +92,43 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     return artifact
 
 
+def _traced(
+    fn: Callable[..., Any],
+    in_spec: pytree.TreeSpec,
+    names: list[str],
+    leaves: list[Any],
+    device: str,
+    dynamic: bool,
+    *,
+    size_oblivious: bool = True,
+) -> tuple[_Capture, list[torch.fx.GraphModule], dict[str, Any], tuple[Any, ...]]:
+    """Trace and compile ``fn`` once, running it on the example: what the backend
+    kept, the FX graphs, the namespace the state is read from, the result's leaves."""
+    flat_fn, namespace = _flat_function(fn, in_spec)
+    capture = _Capture(names)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.no_grad())
+        stack.enter_context(fx_backend(device))
+        stack.enter_context(
+            torch._dynamo.config.patch(
+                capture_scalar_outputs=True,
+                capture_dynamic_output_shape_ops=True,
+                suppress_errors=False,
+            )
+        )
+        if dynamic and size_oblivious:
+            # Sizes 0 and 1 stay symbolic: no guard refuses them later.
+            stack.enter_context(torch.fx.experimental._config.patch(backed_size_oblivious=True))
+        graphs = stack.enter_context(recording_graphs())
+        compiled = torch.compile(flat_fn, backend=capture, fullgraph=True, dynamic=dynamic)
+        traced = _trace(compiled, leaves)
+    return capture, graphs, namespace, traced
+
+
+class _InductorFailed(CompileError):
+    """Inductor could not compile the traced program (not a refusal of the contract)."""
+
+
 def _trace(compiled: Callable[..., Any], leaves: list[Any]) -> tuple[Any, ...]:
     """Dynamo's trace and the compile, run once on the example: its result's leaves.
     Whatever keeps the program from being one graph raises :class:`CompileError`."""
@@ -110,7 +138,7 @@ def _trace(compiled: Callable[..., Any], leaves: list[Any]) -> tuple[Any, ...]:
         inner = e.inner_exception
         if isinstance(inner, CompileError):
             raise CompileError(str(inner)) from None
-        raise CompileError(
+        raise _InductorFailed(
             f"Inductor cannot compile this program: {type(inner).__name__}: {_first_line(inner)}"
         ) from e
     except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:

@@ -594,3 +594,25 @@ def test_a_bfloat16_log_softmax_gather_of_labelled_rows():
         # than eager's bfloat16 steps (4 ulps apart here).
         want = program(logits.float(), labels).bfloat16()
         torch.testing.assert_close(artifact(logits, labels), want)
+
+
+def test_a_cond_of_slices_with_dynamic_runs_or_names_sizes_zero_and_one():
+    """Inductor of torch 2.10 cannot compile this with sizes 0 and 1 symbolic: the
+    artifact is compiled with them fixed, and refuses them saying what to do."""
+
+    def sliced(x):
+        return torch.cond(x.sum() > 0, lambda x: x[1:] * 2, lambda x: x[2:] + 1, (x,))
+
+    artifact = ifx.compile(sliced, signed(16, 0), dynamic=True)
+    for n in (16, 9, 5):
+        for seed in (1, 2):
+            x = signed(n, seed)
+            assert same(artifact(x), sliced(x))
+    for n in (0, 1, 2):
+        x = signed(n, 3)
+        try:
+            got = artifact(x)
+        except ifx.InputError as e:
+            assert "smaller sizes compile only as fixed sizes for this program" in str(e), e
+        else:
+            assert same(got, sliced(x))
