@@ -199,3 +199,108 @@ def test_interpret_set_after_triton_was_imported_is_refused():
     )
     assert result.returncode == 1
     assert "InterpreterNotEnabledError: TRITON_INTERPRET=1 was set after Triton" in result.stderr
+
+
+# ifx.compile as a new user meets it: every message names the fix.
+
+
+def positives_doubled(x):
+    return x[x > 0] * 2
+
+
+def signed(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+
+
+@needs_interpreter
+def test_a_tensor_at_a_scripts_top_level_names_the_fix(tmp_path):
+    """A module-level tensor is no argument: pass it, or close over it."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import torch, inductor_fx_unbacked as ifx\n"
+        "W = torch.arange(4.0)\n"
+        "def program(x):\n"
+        "    y = x * W\n"
+        "    return y[y > 0]\n"
+        "try:\n"
+        "    ifx.compile(program, torch.randn(4))\n"
+        "except ifx.CompileError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": REPO}
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "refused:" in done.stdout, done.stderr[-2000:]
+    assert "not an argument" in done.stdout
+    assert "pass it as an argument, or use it from a closure or a module" in done.stdout
+
+
+def test_a_transposed_input_to_a_dynamic_artifact_names_contiguous():
+    artifact = ifx.compile(positives_doubled, signed(4, 5), dynamic=True)
+    transposed = signed(5, 4, seed=1).t()
+    with pytest.raises(ifx.InputError, match=r"pass args\[0\]\.contiguous\(\)"):
+        artifact(transposed)
+    assert torch.equal(artifact(transposed.contiguous()), positives_doubled(transposed))
+
+
+def test_a_new_size_of_a_static_artifact_names_dynamic():
+    artifact = ifx.compile(positives_doubled, signed(8))
+    with pytest.raises(ifx.InputError, match="compile it with dynamic=True for other sizes"):
+        artifact(signed(9, seed=1))
+
+
+def test_a_tensor_of_another_dtype_says_both_in_full():
+    artifact = ifx.compile(positives_doubled, signed(4, 5))
+    with pytest.raises(
+        ifx.InputError,
+        match=r"args\[0\]: expected a tensor on \S+ of torch.float32 with 2 dimensions, got a "
+        r"tensor on \S+ of torch.float64 with 2 dimensions$",
+    ):
+        artifact(signed(4, 5, seed=1).double())
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (2.7, r"args\[1\] is a float \(2.7\); the artifact was compiled for a Python int there$"),
+        (
+            torch.tensor(4),
+            r"args\[1\] is a tensor \(torch.int64\[\]\); the artifact was compiled for a Python "
+            r"int there \(pass args\[1\].item\(\)\)",
+        ),
+        (True, r"args\[1\] is a bool"),
+    ],
+    ids=["float", "tensor", "bool"],
+)
+def test_an_int_argument_of_another_type_is_refused_naming_it(dynamic, value, message):
+    def scaled(x, n):
+        return x[x > 0] * n
+
+    artifact = ifx.compile(scaled, signed(8), 2, dynamic=dynamic)
+    assert torch.equal(artifact(signed(8, seed=1), 2), scaled(signed(8, seed=1), 2))
+    with pytest.raises(ifx.InputError, match=message):
+        artifact(signed(8, seed=1), value)
+
+
+def test_a_data_dependent_branch_is_a_compile_error_that_says_why():
+    def branches(x):
+        if (x > 0).sum().item() > 3:
+            return x * 2
+        return x * 3
+
+    x = signed(8)
+    with pytest.raises(
+        ifx.CompileError, match="data-dependent expression.*torch.where.*torch.cond"
+    ):
+        ifx.compile(branches, x)
+
+
+def test_what_dynamo_cannot_trace_is_a_compile_error():
+    def opens_a_file(x):
+        open(os.devnull).close()
+        return x * 2
+
+    with pytest.raises(ifx.CompileError):
+        ifx.compile(opens_a_file, signed(8))

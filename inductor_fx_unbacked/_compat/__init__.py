@@ -211,6 +211,12 @@ def fast_empty_strided(device_type: str) -> Any:
     return getattr(guards, f"_empty_strided_{device_type}", None)
 
 
+def set_grad_enabled(mode: bool) -> None:
+    """Grad mode's setter itself, without ``torch.set_grad_enabled``'s object (a
+    direct call sets it twice per call)."""
+    torch._C._set_grad_enabled(mode)
+
+
 def current_raw_stream(device_index: int) -> int:
     """The current CUDA stream of a device, as the handle that launchers take."""
     return torch._C._cuda_getCurrentRawStream(device_index)

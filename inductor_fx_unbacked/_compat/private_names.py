@@ -130,6 +130,10 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch._C", "_cuda_getCurrentRawStream", on="cuda"),
     # The ptxas that Inductor's compiles use, set for the runner's own (``use_inductors_ptxas``).
     Private("torch._inductor.runtime.compile_tasks", "_set_triton_ptxas_path"),
+    # Grad mode's setter, around a direct call (``integration/compiled.py``).
+    Private("torch._C", "_set_grad_enabled"),
+    # Sizes 0 and 1 kept symbolic by ``ifx.compile(..., dynamic=True)``.
+    Private("torch.fx.experimental._config", "backed_size_oblivious"),
     # Higher-order operators: while_loop's own eager implementation.
     Private("torch._higher_order_ops.while_loop", "while_loop_dense"),
     # Triton.

@@ -2,11 +2,14 @@
 
 A call flattens its arguments (the module's parameters and buffers, as they are
 now, then the inputs' leaves), checks them (count, device, dtype, rank,
-gradients, constants the trace fixed, and the trace's shape guards: the sizes
-and strides the graph assumes), reads the graph's inputs from them, realigns an
-input that the kernels assume aligned where it is not (as Inductor's compiled
-graph does), and calls the graph's lowered runner. Every check failing names
-the argument.
+gradients, Python scalars' types, constants the trace fixed, and the trace's
+shape guards: the sizes and strides the graph assumes), reads the graph's inputs
+from them, realigns an input that the kernels assume aligned where it is not (as
+Inductor's compiled graph does), and calls the graph's lowered runner with
+gradients off (inference: parameters that require grad are read as they are).
+The result is built as eager's: the graph's outputs, and what Dynamo left out of
+the graph (an argument or state returned as it is, a repeat, a constant). Every
+check failing names the argument and what to do.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from .. import _compat
 from .. import runner as runners
 from ..artifact import store
 
@@ -77,30 +81,44 @@ class CompiledArtifact:
         cuda_graphs: bool = False,
         state: list[torch.Tensor] | None = None,
     ) -> None:
-        if not graphs:
-            raise CompileError("the program compiled to no FX graph (it computes nothing)")
         self.signature = signature
         self.graphs = list(graphs)
-        self.graph = self.graphs[-1]
+        #: The FX graph, or None for a program that computes nothing (``lambda x: x``).
+        self.graph = self.graphs[-1] if self.graphs else None
         self.cuda_graphs = cuda_graphs
         #: What the state is read from (``G['fn']``: the program), or the state itself.
         self._namespace = namespace
         self._state = state
         self._read_state = function("G", "".join(f"{e}, " for e in signature.state))
-        self._run = runners.compile_graph(self.graph, "lowered", cuda_graphs=cuda_graphs)
+        self._run = (
+            runners.compile_graph(self.graph, "lowered", cuda_graphs=cuda_graphs)
+            if self.graph is not None
+            else _no_graph
+        )
         self._graph_inputs = function("F, S", "".join(f"{e}, " for e in signature.inputs))
         self._guard = function("F, S", " and ".join(f"({g})" for g in signature.guards) or "1")
-        self._aligned = _aligned_inputs(self.graph)
+        self._aligned = _aligned_inputs(self.graph) if self.graph is not None else []
         self._flat = signature.in_spec == pytree.tree_flatten(tuple(signature.names))[1]
         #: (where, reads the state, index, device, dtype, rank) of each tensor to check.
         self._tensors = [
             (where, where[0] == "S", int(where[2:-1]), *meta)
             for where, meta in signature.tensors.items()
         ]
-        #: How the graph's outputs become the result: its only one, a tuple, or the spec.
+        #: (index, the types it takes) of each argument that is a Python scalar.
+        self._scalars = [
+            (index, SCALAR_TYPES[kind]) for index, kind in getattr(signature, "scalars", {}).items()
+        ]
+        #: How the result is made of the graph's outputs: its only one, a tuple, or
+        #: (the leaves' expressions over O, F, S, C, then) the spec.
         spec = signature.out_spec
-        self._one_output = spec.is_leaf()
-        self._tuple_output = spec == pytree.tree_flatten((0,) * spec.num_leaves)[1]
+        outputs = getattr(signature, "outputs", None) or [f"O[{i}]" for i in range(spec.num_leaves)]
+        in_order = outputs == [f"O[{i}]" for i in range(spec.num_leaves)]
+        self._one_output = in_order and spec.is_leaf()
+        self._tuple_output = in_order and spec == pytree.tree_flatten((0,) * spec.num_leaves)[1]
+        self._result = (
+            None if in_order else function("O, F, S, C", "".join(f"{e}, " for e in outputs))
+        )
+        self._output_constants = list(getattr(signature, "output_constants", []))
 
     def __call__(self, *args: Any) -> Any:
         signature = self.signature
@@ -124,13 +142,24 @@ class CompiledArtifact:
             if inputs[position].data_ptr() % _ALIGNMENT:
                 realigned = _realigned(inputs[position])
                 inputs = (*inputs[:position], realigned, *inputs[position + 1 :])
-        outputs = self._run(*inputs)
+        # Inference: parameters that require grad are read as constants (extern
+        # kernels write their results with out=, which autograd refuses).
+        grad = torch.is_grad_enabled()
+        if grad:
+            _compat.set_grad_enabled(False)
+        try:
+            outputs = self._run(*inputs)
+        finally:
+            if grad:
+                _compat.set_grad_enabled(True)
         if not isinstance(outputs, (tuple, list)):
             outputs = (outputs,)
         if self._one_output:
             return outputs[0]
         if self._tuple_output:
             return tuple(outputs)
+        if self._result is not None:
+            outputs = self._result(outputs, leaves, state, self._output_constants)
         return pytree.tree_unflatten(list(outputs), signature.out_spec)
 
     def _check(self, leaves: Sequence[Any], state: Sequence[Any]) -> None:
@@ -145,6 +174,9 @@ class CompiledArtifact:
             ):
                 raise InputError(self._mismatch(where, value, device, dtype, rank))
         signature = self.signature
+        for index, kinds in self._scalars:
+            if type(leaves[index]).__name__ not in kinds:
+                raise InputError(self._not_a_scalar(index, leaves[index]))
         for index, constant in signature.constants.items():
             if leaves[index] != constant:
                 raise InputError(
@@ -153,6 +185,15 @@ class CompiledArtifact:
                 )
         if not self._guard(leaves, state):
             raise InputError(self._failed_guard(leaves, state))
+
+    def _not_a_scalar(self, index: int, value: Any) -> str:
+        name = self.signature.names[index]
+        kind = self.signature.scalars[index]
+        fix = f" (pass {name}.item())" if isinstance(value, torch.Tensor) else ""
+        return (
+            f"{name} is {_described(value)}; the artifact was compiled for a Python {kind} "
+            f"there{fix}"
+        )
 
     def _mismatch(self, where: str, value: Any, device: Any, dtype: Any, rank: int) -> str:
         name = self.signature.name(where)
@@ -164,8 +205,8 @@ class CompiledArtifact:
                 "torch.compile inside ifx.fx_backend"
             )
         return (
-            f"{name}: expected a tensor on {device} of {dtype} with {rank} dimensions, got one "
-            f"on {value.device} of {value.dtype} with {value.dim()}"
+            f"{name}: expected a tensor on {device} of {dtype} with {rank} dimensions, got a "
+            f"tensor on {value.device} of {value.dtype} with {value.dim()} dimensions"
         )
 
     def _failed_guard(self, leaves: Sequence[Any], state: Sequence[Any]) -> str:
@@ -182,16 +223,48 @@ class CompiledArtifact:
             )
             named = re.sub(r"[FS]\[\d+\]", lambda m: self.signature.name(m[0]), guard)
             return (
-                f"the artifact was compiled for {named}, and {shapes}; compile it with "
-                "dynamic=True for other sizes"
+                f"the artifact was compiled for {named}, and {shapes}: {self._fix(guard, tensors)}"
             )
         return "the arguments fail the artifact's shape guards"
 
+    def _fix(self, guard: str, tensors: list[tuple[str, Any]]) -> str:
+        """What to do about a failed guard: the layout, the size, or the relation."""
+        if ".stride()" in guard:
+            strided = [
+                self.signature.name(w)
+                for w, t in tensors
+                if isinstance(t, torch.Tensor) and not t.is_contiguous()
+            ]
+            if strided:
+                return f"pass {strided[0]}.contiguous() (the layout it was compiled for)"
+            return "pass a tensor with the strides it was compiled for (.contiguous())"
+        if not getattr(self.signature, "dynamic", False):
+            return "compile it with dynamic=True for other sizes"
+        if re.match(r"\d+ <= [FS]\[\d+\]\.size\(\)\[\d+\]( and |$)", guard):
+            return (
+                "smaller sizes compile only as fixed sizes for this program: compile an "
+                "artifact for them with dynamic=False on an example of that size"
+            )
+        if ".item()" in guard:
+            return "pass a value within the bounds the program checks (torch._check)"
+        return (
+            "the trace found this relation between sizes (its examples satisfied it); pass "
+            "sizes that satisfy it, or compile with examples whose sizes differ"
+        )
+
     def __reduce__(self) -> tuple[Any, ...]:
         state = self._state if self._state is not None else self._read_state(self._namespace)
+        signature = dict(self.signature.__dict__)
+        # The pytrees' structures as skeletons (their leaves 0): a TreeSpec pickles
+        # through classes that some releases warn about when unpickled.
+        for key in ("in_spec", "out_spec"):
+            spec = signature[key]
+            signature[key] = _Skeleton(pytree.tree_unflatten([0] * spec.num_leaves, spec))
         payload = {
-            "signature": dict(self.signature.__dict__),
-            "graph": store.dumps(self.graph, "lowered", constants=True),
+            "signature": signature,
+            "graph": None
+            if self.graph is None
+            else store.dumps(self.graph, "lowered", constants=True),
             "state": [tensor.detach() for tensor in state],
             "cuda_graphs": self.cuda_graphs,
         }
@@ -209,12 +282,40 @@ class CompiledArtifact:
 
 _ALIGNMENT = 16
 
+#: What a non-tensor argument may be, by the example's type (an int may be passed
+#: for a float, as Python does; a bool is no int here).
+SCALAR_TYPES = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",)}
+
+
+class _Skeleton:
+    """A pytree whose leaves are 0, standing for its structure in a pickle."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _no_graph(*inputs: Any) -> tuple[Any, ...]:
+    """The graph of a program that computes nothing: its result is its arguments."""
+    return ()
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor ({value.dtype}{list(value.shape)})"
+    return f"a {type(value).__name__} ({value!r})"
+
 
 def restored(payload: dict[str, Any]) -> CompiledArtifact:
-    loaded = store.loads(payload["graph"], with_values=True)
-    signature = Signature(**payload["signature"])
+    graphs = (
+        [] if payload["graph"] is None else store.loads(payload["graph"], with_values=True).graphs
+    )
+    fields = dict(payload["signature"])
+    for key in ("in_spec", "out_spec"):
+        if isinstance(fields[key], _Skeleton):
+            fields[key] = pytree.tree_flatten(fields[key].value)[1]
+    signature = Signature(**fields)
     return CompiledArtifact(
-        signature, loaded.graphs, None, cuda_graphs=payload["cuda_graphs"], state=payload["state"]
+        signature, graphs, None, cuda_graphs=payload["cuda_graphs"], state=payload["state"]
     )
 
 

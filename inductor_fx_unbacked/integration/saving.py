@@ -2,24 +2,36 @@
 
 What the package hands out saves: an ``ifx.compile`` artifact (with its
 module's parameters and buffers as they are when saved), and any FX graph
-(captured, recorded, an AOT module, their subgraphs). The file says what made it:
-its format, and the versions of torch, Triton and the artifact format; a file of
-other versions is refused, naming both, before anything in it is loaded. Loading
-unpickles, as ``torch.load(weights_only=False)`` does: load only files you trust.
+(captured, recorded, an AOT module, their subgraphs).
+
+The file is a header, then the payload. The header is a line naming the package,
+then JSON: the file format, what was saved, the versions of the package, of torch,
+of Triton and of the artifact format, and the payload's SHA-256. :func:`load`
+reads and checks it before anything in the payload is unpickled: a file of other
+versions is refused naming both, a damaged or foreign one as such. The payload is
+a pickle, and loading it runs code the file names, as
+``torch.load(weights_only=False)`` does: load only files you trust.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import pickle
 from typing import Any
 
+from .. import __version__
 from ..artifact import store
 from .compiled import CompiledArtifact
+from .logs import log
 
-#: Bumped whenever the file's layout changes.
-FILE_FORMAT = 1
-_MAGIC = "inductor_fx_unbacked"
+#: Bumped whenever the file's layout changes. Format 1 (a pickle of the header
+#: and the payload) still loads: its header is read without running any code.
+FILE_FORMAT = 2
+_MAGIC = b"inductor_fx_unbacked artifact\n"
+_HEADER_LIMIT = 1 << 16
 
 
 class LoadError(RuntimeError):
@@ -38,37 +50,111 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
             f"graph from capture_fx_graphs, recording_graphs or an AOT compile), not {obj!r}"
         )
     payload = pickle.dumps(obj)
-    header = {_MAGIC: FILE_FORMAT, "kind": kind, "versions": store.versions()}
+    header = {
+        "file_format": FILE_FORMAT,
+        "kind": kind,
+        "package": __version__,
+        **_versions(),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    encoded = json.dumps(header, sort_keys=True).encode()
     with open(path, "wb") as f:
-        pickle.dump({"header": header, "payload": payload}, f)
+        f.write(_MAGIC + len(encoded).to_bytes(4, "big") + encoded + payload)
 
 
 def load(path: str | os.PathLike[str]) -> Any:
     """Read what :func:`save` wrote to ``path``; its kernels import again (Triton's
-    cache, where it has them, spares their compile)."""
+    cache, where it has them, spares their compile). The header is checked before
+    the payload is unpickled; unpickling runs code from the file: load only files
+    you trust. Raises :class:`LoadError` saying what is wrong and what to do."""
     with open(path, "rb") as f:
-        try:
-            saved = pickle.load(f)
-        except Exception as e:  # noqa: BLE001 - any unreadable file is named so
-            raise LoadError(f"{path} is not a file that ifx.save wrote: {e}") from e
-    header = saved.get("header") if isinstance(saved, dict) else None
-    if not isinstance(header, dict) or header.get(_MAGIC) is None:
-        raise LoadError(f"{path} is not a file that ifx.save wrote")
-    if header[_MAGIC] != FILE_FORMAT or header.get("versions") != store.versions():
+        data = f.read()
+    if data.startswith(_MAGIC):
+        header, payload = _read_header(path, data)
+    else:
+        header, payload = _read_format_1(path, data)
+    if header.get("file_format") not in (1, FILE_FORMAT) or _versions_of(header) != _versions():
         raise LoadError(
-            f"{path} was saved with {_describe(header.get('versions'), header[_MAGIC])}; this "
-            f"process has {_describe(store.versions(), FILE_FORMAT)}: compile it again here"
+            f"{path} was saved with {_describe(header)}; this process has "
+            f"{_describe({'file_format': FILE_FORMAT, 'package': __version__, **_versions()})}: "
+            "compile it again here (or load it where those versions are installed)"
         )
+    digest = header.get("sha256")
+    if digest is not None and hashlib.sha256(payload).hexdigest() != digest:
+        raise LoadError(f"{path} is damaged (its payload does not match its header): save it again")
+    log.info("ifx.load(%s): %s", path, header)
     try:
-        return pickle.loads(saved["payload"])
+        return pickle.loads(payload)  # noqa: S301 - the documented contract: trusted files
     except store.ArtifactNotStored as e:
         raise LoadError(f"{path}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - any unreadable payload is named so
+        raise LoadError(
+            f"{path} has a header of this version but its payload cannot be loaded "
+            f"({type(e).__name__}: {e}): save it again"
+        ) from e
 
 
-def _describe(versions: dict[str, str] | None, file_format: Any) -> str:
-    if not versions:
-        return f"an unknown version (file format {file_format})"
+def _read_header(path: Any, data: bytes) -> tuple[dict[str, Any], bytes]:
+    start = len(_MAGIC) + 4
+    length = int.from_bytes(data[len(_MAGIC) : start], "big")
+    try:
+        if length > _HEADER_LIMIT or len(data) < start + length:
+            raise ValueError("the header is cut short")
+        header = json.loads(data[start : start + length])
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
+    except ValueError as e:
+        raise LoadError(f"{path} is damaged ({e}): save it again") from e
+    return header, data[start + length :]
+
+
+class _NoGlobals(pickle.Unpickler):
+    """Reads a format-1 file's outer pickle (dicts, strings, bytes, torch's version
+    string) and nothing that would run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("torch.torch_version", "TorchVersion"):
+            return str
+        raise pickle.UnpicklingError(f"it names {module}.{name}")
+
+
+def _read_format_1(path: Any, data: bytes) -> tuple[dict[str, Any], bytes]:
+    try:
+        saved = _NoGlobals(io.BytesIO(data)).load()
+    except Exception as e:  # noqa: BLE001 - anything but that pickle is foreign
+        raise LoadError(f"{path} is not a file that ifx.save wrote ({e})") from e
+    header = saved.get("header") if isinstance(saved, dict) else None
+    payload = saved.get("payload") if isinstance(saved, dict) else None
+    if not isinstance(header, dict) or header.get("inductor_fx_unbacked") is None:
+        raise LoadError(f"{path} is not a file that ifx.save wrote")
+    if not isinstance(payload, bytes):
+        raise LoadError(f"{path} is damaged (it has no payload): save it again")
+    versions = header.get("versions") if isinstance(header.get("versions"), dict) else {}
+    return {
+        "file_format": header["inductor_fx_unbacked"],
+        "kind": header.get("kind"),
+        "torch": versions.get("torch"),
+        "triton": versions.get("triton"),
+        "artifact_format": versions.get("format"),
+    }, payload
+
+
+def _versions() -> dict[str, str]:
+    versions = store.versions()
+    return {
+        "torch": versions["torch"],
+        "triton": versions["triton"],
+        "artifact_format": versions["format"],
+    }
+
+
+def _versions_of(header: dict[str, Any]) -> dict[str, Any]:
+    return {key: header.get(key) for key in ("torch", "triton", "artifact_format")}
+
+
+def _describe(header: dict[str, Any]) -> str:
+    package = f"inductor-fx-unbacked {header['package']}, " if header.get("package") else ""
     return (
-        f"torch {versions.get('torch')} and Triton {versions.get('triton')} (artifact format "
-        f"{versions.get('format')}, file format {file_format})"
+        f"{package}torch {header.get('torch')} and Triton {header.get('triton')} (artifact "
+        f"format {header.get('artifact_format')}, file format {header.get('file_format')})"
     )

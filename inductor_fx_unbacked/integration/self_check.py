@@ -1,0 +1,119 @@
+"""``ifx.compile``'s self-check: the artifact's result on the example against
+eager's, the whole structure, at the tolerances ``torch.testing.assert_close``
+uses for each dtype.
+
+A program that accumulates (a reduction, a scan, a product of matrices) sums in
+another order than eager, by blocks: its error grows with the square root of the
+length summed, relative to the result's largest magnitude. Such a program's
+float results are also accepted within ``10 * eps * sqrt(n) * max|eager|``, ``eps``
+that of the dtype it accumulates in (float32 for the narrower ones) and ``n`` the
+most elements any argument or result holds; ``torch.compile`` runs it with the
+same numerics.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .compiled import CompileError
+
+#: Operations whose results depend on the order they sum in, by the name Dynamo's
+#: graph calls them (a function's, a method's or a module's class).
+ACCUMULATING = frozenset(
+    "sum nansum mean nanmean prod cumsum cumprod logcumsumexp var std var_mean std_mean norm "
+    "vector_norm matrix_norm dist logsumexp softmax log_softmax cross_entropy nll_loss "
+    "matmul mm bmm addmm addmv mv dot vdot einsum tensordot linear bilinear baddbmm addbmm "
+    "conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d "
+    "layer_norm group_norm batch_norm instance_norm rms_norm scaled_dot_product_attention "
+    "Linear Bilinear Conv1d Conv2d Conv3d LayerNorm GroupNorm BatchNorm1d BatchNorm2d "
+    "RMSNorm Softmax LogSoftmax MultiheadAttention "
+    "__matmul__ __rmatmul__ trapezoid cumulative_trapezoid".split()
+)
+
+
+def accumulates(gm: torch.fx.GraphModule) -> bool:
+    """Whether Dynamo's graph calls an operation that sums in some order."""
+    for node in gm.graph.nodes:
+        if node.op == "call_method":
+            name = node.target
+        elif node.op == "call_function":
+            name = getattr(node.target, "__name__", "")
+        elif node.op == "call_module":
+            name = type(gm.get_submodule(node.target)).__name__
+        else:
+            continue
+        if name in ACCUMULATING:
+            return True
+    return False
+
+
+def check(got: Any, expected: Any, *, accumulates: bool, sizes: list[Any]) -> None:
+    """Raise :class:`CompileError` where ``got`` (the artifact's result) differs
+    from ``expected`` (eager's): its structure, a leaf's type, a tensor's shape or
+    dtype, or its values beyond the tolerances above."""
+    got_paths, got_spec = pytree.tree_flatten_with_path(got)
+    want_leaves, want_spec = pytree.tree_flatten(expected)
+    if got_spec != want_spec:
+        raise CompileError(
+            f"ifx.compile: the artifact returns {got_spec} where eager returns {want_spec}"
+        )
+    longest = max(
+        [v.numel() for v in (*sizes, *want_leaves) if isinstance(v, torch.Tensor)], default=1
+    )
+    for (path, a), b in zip(got_paths, want_leaves, strict=True):
+        problem = _difference(a, b, accumulates, longest)
+        if problem:
+            raise CompileError(
+                f"ifx.compile: the artifact's result{pytree.keystr(path)} on the example "
+                f"differs from eager's: {problem}"
+            )
+
+
+def _difference(a: Any, b: Any, accumulates: bool, longest: int) -> str | None:
+    if not isinstance(b, torch.Tensor):
+        return None if type(a) is type(b) and a == b else f"{a!r}, eager {b!r}"
+    if not isinstance(a, torch.Tensor):
+        return f"a {type(a).__name__} where eager returns a tensor"
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"{a.dtype}{tuple(a.shape)}, eager {b.dtype}{tuple(b.shape)}"
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if not (a.is_floating_point() or a.is_complex()):
+        return None if torch.equal(a, b) else "other values"
+    rtol, atol = _default_tolerances(b.dtype)
+    close = torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    if bool(close.all()):
+        return None
+    error = (a - b).abs()[~close].nan_to_num(nan=math.inf).max().item()
+    if accumulates and a.numel():
+        accumulated = torch.finfo(_accumulation_dtype(b.dtype)).eps
+        scale = b.abs().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0).max().item()
+        bound = atol + 10 * accumulated * math.sqrt(longest) * scale
+        same_nans = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.isinf(), b.isinf())
+        if same_nans and error <= bound:
+            return None
+        return f"largest difference {error:.3g}, beyond the accumulation bound {bound:.3g}"
+    return f"largest difference {error:.3g} (rtol {rtol:g}, atol {atol:g})"
+
+
+#: ``torch.testing.assert_close``'s (rtol, atol) by dtype, as its documentation lists them.
+TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+
+def _default_tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    return TOLERANCES.get(dtype, (1.3e-6, 1e-5))
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
