@@ -87,7 +87,7 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     )
     artifact = CompiledArtifact(signature, graphs, namespace, cuda_graphs=cuda_graphs)
     self_check.check(
-        artifact(*example_inputs), expected, accumulates=capture.accumulates, sizes=leaves
+        artifact(*example_inputs), expected, accumulates=capture.accumulates, inputs=leaves
     )
     return artifact
 
