@@ -54,6 +54,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.nn:Module", "_forward_hooks", on="instance"),
     Private("torch.nn:Module", "_forward_pre_hooks", on="instance"),
     Private("torch.fx:Node", "_rename"),
+    # An ATen operator (a dtype or device copy), matched by the sync-free rewrite.
+    Private("torch:ops.aten", "_to_copy"),
     # Inductor's wrapper codegen: methods the overlay calls, overrides or wraps.
     Private("torch._inductor.codegen.wrapper:PythonWrapperCodegen", "_format_kernel_definition"),
     Private(

@@ -208,6 +208,27 @@ def apply_releases(
             fx_cpp.forget(key)
 
 
+def release_unfinished(record: ConvertedKernels) -> None:
+    """Release what a converter placed for a graph it never finished (a conversion
+    that raised): the entries of ``record`` that no live graph owns. Nothing will
+    hand them out, so nothing else would ever release them."""
+    with _lock:
+        unowned = {
+            kind: [key for key in keys if _users.get((kind, key), 0) <= 0]
+            for kind, keys in (
+                ("kernel", record.triton),
+                ("constant_args", record.constant_args),
+                ("cpp", record.cpp),
+            )
+        }
+        if unowned["kernel"] or unowned["constant_args"]:
+            update_side_table(
+                released_kernels=unowned["kernel"], released_constant_args=unowned["constant_args"]
+            )
+        for key in unowned["cpp"]:
+            fx_cpp.forget(key)
+
+
 def own_kernels(gm: torch.fx.GraphModule) -> OwnedKernels:
     """Make ``gm`` (and its subgraphs) the owner of every kernel its nodes name.
 

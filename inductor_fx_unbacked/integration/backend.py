@@ -25,7 +25,7 @@ from torch._inductor.virtualized import V
 
 from .. import _compat
 from .. import runner as runners
-from ..artifact.kernels import apply_releases
+from ..artifact.kernels import apply_releases, release_unfinished
 from ..artifact.store import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
@@ -109,7 +109,11 @@ class FxWrapperCodegen(WrapperFxCodegen):
             subgms=self.subgms,
             is_subgraph=self.is_subgraph,
         )
-        gm = converter.generate()
+        try:
+            gm = converter.generate()
+        except BaseException:
+            release_unfinished(converted_kernels(converter))
+            raise
         gm.meta[CONVERTED_KERNELS] = converted_kernels(converter)
         return gm
 
