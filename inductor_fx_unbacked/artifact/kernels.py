@@ -208,6 +208,18 @@ def apply_releases(
             fx_cpp.forget(key)
 
 
+def hold_subgraph_kernels(gm: torch.fx.GraphModule) -> OwnedKernels | None:
+    """Own what the converter placed for the subgraph ``gm`` while the result that
+    holds it lives: the graph that holds the subgraph owns them once handed out, but
+    its compile may fail first (a branch of ``torch.cond`` that Inductor cannot
+    lower), and then nothing else would release them. Leaves the converter's record
+    in place for that graph."""
+    record = gm.meta.get(CONVERTED_KERNELS)
+    if record is None:
+        return None
+    return OwnedKernels(record.triton, record.constant_args, record.cpp)
+
+
 def release_unfinished(record: ConvertedKernels) -> None:
     """Release what a converter placed for a graph it never finished (a conversion
     that raised): the entries of ``record`` that no live graph owns. Nothing will

@@ -25,7 +25,7 @@ from torch._inductor.virtualized import V
 
 from .. import _compat
 from .. import runner as runners
-from ..artifact.kernels import apply_releases, release_unfinished
+from ..artifact.kernels import apply_releases, hold_subgraph_kernels, release_unfinished
 from ..artifact.store import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
@@ -88,7 +88,9 @@ class FxWrapperCodegen(WrapperFxCodegen):
         if self.is_subgraph:
             # Handed out with the graph that holds it; upstream never runs it alone.
             record_graphs([gm])
-            return _SubgraphModule(gm, self.compile_graph(gm)), None
+            subgraph = _SubgraphModule(gm, self.compile_graph(gm))
+            subgraph.kernels = hold_subgraph_kernels(gm)
+            return subgraph, None
         hand_out(gm)
         record_graphs([gm])
         compiled = ShownGraphModule(gm, self.compile_graph(gm))
