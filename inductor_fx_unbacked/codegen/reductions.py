@@ -106,6 +106,25 @@ def splits_unbacked_length(
     )
 
 
+def splits_unbacked_scan(
+    device: torch.device, length: Any, ranges: Sequence[Any], call: dict[str, Any]
+) -> bool:
+    """Whether a scan (``cumsum``, ``cumprod``, ``logcumsumexp``) over a length with
+    an unbacked symbol, of rows of a static number, under the FX wrapper, gets
+    upstream's split kernel: the decoupled look-back scan that upstream gives a
+    long static length (``TritonSplitScanKernel``), its grid ``CeilDiv(length,
+    RBLOCK)`` programs. Upstream keeps such a scan in one program, which walks the
+    whole length alone (a million elements: ten times eager's time)."""
+    return (
+        call["reduction_type"] == "scan"
+        and config.split_reductions
+        and not _compat.strict_reduction_numerics()
+        and bool(free_unbacked_symbols(length))
+        and not free_unbacked_symbols(ranges)
+        and graph_compiles_with_fx_wrapper(device)
+    )
+
+
 def hints_unbacked_rows(call: dict[str, Any]) -> bool:
     """Whether ``num_splits`` (arguments ``call``) is asked about a static length
     over rows whose number has an unbacked symbol, under the FX wrapper: upstream
@@ -163,6 +182,13 @@ def splitting_unbacked_lengths(num_splits: Any) -> staticmethod:
                 for size in call["ranges"]
             ]
             return upstream(**{**call, "ranges": ranges})[0], 1
+        if split == 1 and splits_unbacked_scan(call["device"], length, call["ranges"], call):
+            # Any split above 1 makes ``Scan.create`` choose its split kernel, whose
+            # programs follow the length at run time: asked about the longest length.
+            bound = length_bound(length)
+            at_bound = sympy.Integer(UNBOUNDED_LENGTH_HINT if bound is None else bound)
+            bounded_hint, bounded_split = upstream(**{**call, "reduction_numel": at_bound})
+            return (bounded_hint, bounded_split) if bounded_split > 1 else (hint, split)
         if split != 1 or not splits_unbacked_length(
             call["device"], length, call["ranges"], call["reduction_type"]
         ):

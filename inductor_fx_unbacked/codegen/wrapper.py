@@ -366,6 +366,27 @@ def codegen_while_loop_fx(self: Any, while_loop: ir.WhileLoop, stack_output: boo
 
 
 @dataclasses.dataclass
+class ZeroBufferLine(WrapperLine):
+    """A workspace zeroed before the kernel that needs it (the split scan's
+    look-back flags), where upstream writes ``name.zero_()`` as text."""
+
+    wrapper: PythonWrapperCodegen
+    name: str
+
+    def codegen(self, code: IndentedBuffer) -> None:
+        python = _upstream_wrapper.PythonWrapperCodegen
+        code.writeline(python.make_zero_buffer(self.wrapper, self.name))
+
+    def codegen_fx(self, converter: FxConverter) -> FxConversionFunc:
+        return converter._generate_zero_buffer
+
+
+def make_zero_buffer_fx(self: Any, name: str) -> ZeroBufferLine:
+    """``WrapperFxCodegen.make_zero_buffer``: a :class:`ZeroBufferLine`."""
+    return ZeroBufferLine(self, name)
+
+
+@dataclasses.dataclass
 class NanCheckLine(WrapperLine):
     """With ``config.nan_asserts``: a kernel's tensor arguments hold no NaN or Inf."""
 

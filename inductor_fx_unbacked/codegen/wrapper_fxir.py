@@ -30,9 +30,12 @@ from .._compat import UPSTREAM_CONVERTS_COMPOUND_GRAPH_INPUTS
 from . import views
 from .fx_checks import F, _assert_all_finite, _is_floating_tensor
 from .fx_symbols import _getitem
+from .wrapper import ZeroBufferLine
 
 if TYPE_CHECKING:
     from torch._inductor.codegen.wrapper_fxir import FxConverter
+
+aten = torch.ops.aten
 
 
 def registered_wrapper_is_fx(device_type: str, *, cpp_wrapper: bool, fx_wrapper: bool) -> bool:
@@ -379,3 +382,9 @@ def _materialize_symbolic_args(self: FxConverter, node: torch.fx.Node) -> None:
         return
     node.args = pytree.tree_map(to_node, node.args)
     node.kwargs = pytree.tree_map(to_node, node.kwargs)
+
+
+def _generate_zero_buffer(self: FxConverter, line: ZeroBufferLine) -> None:
+    """Zero a workspace in place: ``aten.zero_`` of its allocation's node."""
+    assert isinstance(line, ZeroBufferLine), type(line)
+    self.gm.graph.call_function(aten.zero_.default, (self.buffer_to_node[line.name],))

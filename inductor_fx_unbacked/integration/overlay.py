@@ -146,6 +146,9 @@ def patches() -> list[Patch]:
         replace(FxConverter, symbols._generate_dynamic_select_index),
         replace(FxConverter, symbols._generate_dynamic_slice_size),
         replace(FxConverter, control._generate_while_loop),
+        # Workspaces zeroed before their kernel (the split scan's look-back flags).
+        replace(WrapperFxCodegen, w.make_zero_buffer_fx, "make_zero_buffer"),
+        replace(FxConverter, fx._generate_zero_buffer),
         # Reductions over unbacked lengths in two stages, under the FX wrapper.
         wrap(ir.Reduction, reductions.splitting_unbacked_lengths, "num_splits"),
         wrap(ir.Reduction, reductions.chunking_unbacked_inner_reductions, "create"),

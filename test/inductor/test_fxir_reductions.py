@@ -46,6 +46,19 @@ def masked_amax(x):
     return x[x > 0].amax()
 
 
+def masked_cumsum(x):
+    return x[x > 0].cumsum(0)
+
+
+def masked_cumprod(x):
+    # Factors near 1, so that the product of thousands stays finite.
+    return (x[x > 0] * 1e-3 + 1).cumprod(0)
+
+
+def repeated_cumsum(x, repeats):
+    return torch.repeat_interleave(x, repeats).cumsum(0)
+
+
 def pointers(call, prefix):
     return {value for name, value in call.kwargs["kwargs"].items() if name.startswith(prefix)}
 
@@ -172,6 +185,48 @@ class ReductionSplitTest(FxirTestCase):
         self.assert_two_stages(graphs, chunked=True)
         self.assertTrue(torch.equal(first, second), (first, second))
         self.assertEqual(first, h1(x), **TOLERANCE)
+
+    def assert_split_scan(self, graphs):
+        """The scan is upstream's split kernel: its programs follow the length, and
+        they hand their prefixes on through a workspace zeroed before the launch."""
+        self.assertTrue(graphs)
+        for gm in graphs:  # one per recompile on new sizes
+            zeroed = [
+                node.args[0]
+                for node in gm.graph.nodes
+                if node.target is torch.ops.aten.zero_.default
+            ]
+            scans = [
+                call
+                for call in kernel_calls([gm])
+                if any(arg in zeroed for arg in call.kwargs["kwargs"].values())
+            ]
+            self.assertEqual(len(scans), 1, gm.code)
+            self.assertIsInstance(scans[0].kwargs["kwargs"]["r0_numel"], torch.fx.Node)
+
+    def test_cumsum_of_a_masked_selection_is_a_split_scan(self):
+        inputs = [(self.signed(LARGE, p),) for p in (LARGE // 3, LARGE - 5, 1, 0)]
+        graphs = self.run_split(masked_cumsum, inputs)
+        self.assert_split_scan(graphs)
+
+    def test_cumprod_of_a_masked_selection_is_a_split_scan(self):
+        inputs = [(self.signed(LARGE, p, seed=p),) for p in (LARGE // 2, 3, 0)]
+        graphs = self.run_split(masked_cumprod, inputs)
+        self.assert_split_scan(graphs)
+
+    def test_cumsum_of_an_unbounded_length_is_a_split_scan(self):
+        # repeat_interleave's length has no bound: the split kernel's programs follow
+        # it, whatever it is; int64 counts, summed exactly. Repeats of 0 only (the
+        # last input) repeat nothing. (Inductor fails to lower repeat_interleave of
+        # inputs of size 0, with or without the FX backend.)
+        g = torch.Generator().manual_seed(0)
+        inputs = [
+            (torch.randint(-50, 50, (n,), generator=g), torch.randint(0, k, (n,), generator=g))
+            for n, k in ((3000, 5), (700, 2), (1, 2), (5, 1))
+        ]
+        inputs = [tuple(t.to(self.device) for t in case) for case in inputs]
+        graphs = self.run_split(repeated_cumsum, inputs)
+        self.assert_split_scan(graphs)
 
     def test_python_wrapper_keeps_one_program(self):
         """Outside ``fx_backend`` the overlay leaves upstream's reductions alone."""
