@@ -202,17 +202,23 @@ class ReductionSplitTest(FxirTestCase):
                 if any(arg in zeroed for arg in call.kwargs["kwargs"].values())
             ]
             self.assertEqual(len(scans), 1, gm.code)
-            self.assertIsInstance(scans[0].kwargs["kwargs"]["r0_numel"], torch.fx.Node)
+
+    def assert_symbolic_scan_length(self, graphs):
+        for gm in graphs:
+            scan = kernel_calls([gm])[-1]
+            self.assertIsInstance(scan.kwargs["kwargs"]["r0_numel"], torch.fx.Node, gm.code)
 
     def test_cumsum_of_a_masked_selection_is_a_split_scan(self):
         inputs = [(self.signed(LARGE, p),) for p in (LARGE // 3, LARGE - 5, 1, 0)]
         graphs = self.run_split(masked_cumsum, inputs)
         self.assert_split_scan(graphs)
+        self.assert_symbolic_scan_length(graphs)
 
     def test_cumprod_of_a_masked_selection_is_a_split_scan(self):
         inputs = [(self.signed(LARGE, p, seed=p),) for p in (LARGE // 2, 3, 0)]
         graphs = self.run_split(masked_cumprod, inputs)
         self.assert_split_scan(graphs)
+        self.assert_symbolic_scan_length(graphs)
 
     def test_cumsum_of_an_unbounded_length_is_a_split_scan(self):
         # repeat_interleave's length has no bound: the split kernel's programs follow
@@ -227,6 +233,16 @@ class ReductionSplitTest(FxirTestCase):
         inputs = [tuple(t.to(self.device) for t in case) for case in inputs]
         graphs = self.run_split(repeated_cumsum, inputs)
         self.assert_split_scan(graphs)
+        self.assert_symbolic_scan_length(graphs)
+
+    def test_cumsum_of_a_long_static_length_converts(self):
+        # Upstream splits this scan itself; its workspace's zeroing was raw text,
+        # which the FX converter refused.
+        inputs = [(self.signed(LARGE, p, seed=p),) for p in (LARGE // 3, 5)]
+        graphs = self.run_split(lambda x: x.cumsum(0), inputs)
+        self.assert_split_scan(graphs)
+        for gm in graphs:
+            self.assertIsInstance(kernel_calls([gm])[-1].kwargs["kwargs"]["r0_numel"], int)
 
     def test_python_wrapper_keeps_one_program(self):
         """Outside ``fx_backend`` the overlay leaves upstream's reductions alone."""
