@@ -19,7 +19,7 @@ from torch._inductor.utils import GPU_ALIGN_BYTES, sympy_product
 from torch._inductor.virtualized import V
 
 from . import ops as _ops_module  # noqa: F401  (registers the fx_unbacked:: ops)
-from .wrapper import AlignmentAssertLine, NanCheckLine, ScalarAssertLine, SizeStrideAssertLine
+from .check_lines import AlignmentAssertLine, NanCheckLine, ScalarAssertLine, SizeStrideAssertLine
 
 if TYPE_CHECKING:
     from torch._inductor.codegen.wrapper_fxir import FxConverter

@@ -91,11 +91,11 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
     from torch._inductor.graph import GraphLowering
 
+    from ..codegen import check_lines, indexing, masked_reductions, reductions
     from ..codegen import fx_checks as checks
     from ..codegen import fx_control as control
     from ..codegen import fx_symbols as symbols
     from ..codegen import fx_triton as kernels
-    from ..codegen import indexing, masked_reductions, reductions
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
     from . import aot_config, cpu_mode, partitions
@@ -127,11 +127,11 @@ def patches() -> list[Patch]:
         # Checks of the graph inputs, once their shapes are defined.
         wrap(FxConverter, checks.checking_graph_inputs, "_generate_graph_input_shapes"),
         # Runtime checks as wrapper IR for the FX wrapper; upstream's for the others.
-        wrap(ir.AssertScalar, w.codegen_scalar_assert, "codegen"),
-        wrap(ir.ExternKernel, w.codegen_size_asserts),
-        wrap(ir.ExternKernel, w.codegen_alignment_asserts),
-        wrap(TritonKernel, w.codegen_nan_check),
-        wrap(MultiKernel, w.codegen_multi_kernel_nan_check, "codegen_nan_check"),
+        wrap(ir.AssertScalar, check_lines.codegen_scalar_assert, "codegen"),
+        wrap(ir.ExternKernel, check_lines.codegen_size_asserts),
+        wrap(ir.ExternKernel, check_lines.codegen_alignment_asserts),
+        wrap(TritonKernel, check_lines.codegen_nan_check),
+        wrap(MultiKernel, check_lines.codegen_multi_kernel_nan_check, "codegen_nan_check"),
         replace(FxConverter, checks._generate_scalar_assert),
         replace(FxConverter, checks._generate_size_stride_assert),
         replace(FxConverter, checks._generate_alignment_assert),

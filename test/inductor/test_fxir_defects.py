@@ -27,6 +27,7 @@ from torch._inductor.virtualized import V
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize
 
 import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.codegen import check_lines
 from inductor_fx_unbacked.codegen import wrapper as ours
 from inductor_fx_unbacked.runner.lowering import lower
 
@@ -146,7 +147,7 @@ class SizeCheckBufferTest(FxirTestCase):
         lines, recording = recording_wrapper_lines()
         with recording:
             self.run_fx(fn, [(self.signed(8, 3),), (self.signed(8, 6),)])
-        checks = [line for line in lines if isinstance(line, ours.SizeStrideAssertLine)]
+        checks = [line for line in lines if isinstance(line, check_lines.SizeStrideAssertLine)]
         self.assertGreater(len(checks), 0)
         for check in checks:
             upstream_name = getattr(check.upstream_lines[0], "name", None)
@@ -198,7 +199,7 @@ class MultiKernelNanCheckTest(FxirTestCase):
                 multi.codegen_nan_check()
             if wrapper_class is WrapperFxCodegen:
                 self.assertEqual(len(lines), 1)
-                self.assertIsInstance(lines[0], ours.NanCheckLine)
+                self.assertIsInstance(lines[0], check_lines.NanCheckLine)
                 self.assertEqual(lines[0].names, ["in_ptr0", "out_ptr0"])
             else:
                 self.assertTrue(all(isinstance(line, str) for line in lines))
