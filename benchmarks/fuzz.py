@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import sys
 import time
 
@@ -36,6 +37,18 @@ def default_workers() -> int:
     """Three workers per four CPU cores (12 on a 16-core H200 host): compiling is
     CPU-bound, one core each, and the GPU has room for every worker's context."""
     return max(1, min(16, (os.cpu_count() or 2) * 3 // 4))
+
+
+def mean_seconds(records: list[dict]) -> dict[str, float]:
+    """Mean seconds per program of each mode that ran, and of whole programs (``all``)."""
+    from fuzz_runner import MODES
+
+    times = {
+        mode: [r["mode_seconds"][mode] for r in records if mode in r.get("mode_seconds", {})]
+        for mode in MODES
+    }
+    times["all"] = [r["seconds"] for r in records if "seconds" in r]
+    return {mode: statistics.fmean(values) for mode, values in times.items() if values}
 
 
 def report_lines(records: list[dict], sources: dict[int, str], args, seconds: float) -> list[str]:
@@ -68,6 +81,10 @@ def report_lines(records: list[dict], sources: dict[int, str], args, seconds: fl
             + " |"
             for mode, c in per_mode.items()
         ),
+        "",
+        "Mean seconds per program, by mode (compile and calls, programs that compiled): "
+        + ", ".join(f"{mode} {seconds:.2f}" for mode, seconds in mean_seconds(records).items())
+        + ".",
         "",
         "Families: " + ", ".join(f"{name} {n}" for name, n in sorted(families.items())) + ".",
         "",

@@ -204,6 +204,7 @@ def run_program(program, device: str) -> dict:
     fast_math = device == "cpu"
     for mode in MODES:
         print(f"{MODE_LINE}{mode}", file=sys.stderr, flush=True)  # names the mode of a hard crash
+        mode_started = time.monotonic()
         try:
             with torch._inductor.config.patch(use_fast_math=fast_math):
                 results = runs[mode]()
@@ -223,6 +224,7 @@ def run_program(program, device: str) -> dict:
                     record["worker_exits"] = True
                     break
             continue
+        record.setdefault("mode_seconds", {})[mode] = round(time.monotonic() - mode_started, 2)
         for index, (want, got) in enumerate(zip(expected, results)):
             why = compare(want, got, program.reduces, computed_in)
             if why is not None:
