@@ -38,6 +38,7 @@ _LAZY = {
     "KernelGoneError": "artifact.kernels",
     "compile": "integration.direct",
     "CompiledArtifact": "integration.compiled",
+    "CompiledWithBreaks": "integration.direct_breaks",
     "CompileError": "integration.compiled",
     "InputError": "integration.compiled",
     "save": "integration.saving",

@@ -29,12 +29,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils import _pytree as pytree
 
 from . import direct_sources as sources
 from . import self_check
 from .backend import default_device, device_type, fx_backend
 from .compiled import SCALAR_TYPES, CompiledArtifact, CompileError
+from .direct_breaks import CompiledWithBreaks, compile_with_breaks
 from .logs import log
 from .recording import recording_graphs
 
@@ -45,7 +47,8 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     dynamic: bool = False,
     cuda_graphs: bool = False,
     device: str | None = None,
-) -> CompiledArtifact:
+    fullgraph: bool = True,
+) -> CompiledArtifact | CompiledWithBreaks:
     """Compile ``fn`` (a function or a module) for inference on ``example_inputs``
     with the FX backend, and return an artifact that is called directly.
 
@@ -54,6 +57,9 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     syncs as CUDA graphs. Data-dependent sizes never seen at compile time run
     without a compile. Raises :class:`CompileError`, naming why, for a program it
     cannot make into one graph; the caller's tensors are left as they were.
+    ``fullgraph=False`` takes a program that Dynamo breaks into several graphs too:
+    its artifact calls them through Dynamo's glue (``direct_breaks.py``), and
+    cannot be saved; a program of one graph gets the one-graph artifact still.
     """
     if not callable(fn):
         raise TypeError(f"ifx.compile needs a function or a module, not {fn!r}")
@@ -65,6 +71,21 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     device = device_type(device or _device_of(leaves) or default_device())
     try:
         capture, graphs, namespace, traced = _traced(fn, in_spec, names, leaves, device, dynamic)
+    except _GraphBreak:
+        if fullgraph:
+            raise
+        log.info("ifx.compile: Dynamo breaks the program; compiling its graphs with the glue")
+        return compile_with_breaks(
+            fn,
+            lambda: _flat_function(fn, in_spec)[0],
+            names,
+            in_spec,
+            leaves,
+            device,
+            dynamic=dynamic,
+            cuda_graphs=cuda_graphs,
+            example_inputs=example_inputs,
+        )
     except _InductorFailed as e:
         if not dynamic:
             raise
@@ -129,6 +150,10 @@ class _InductorFailed(CompileError):
     """Inductor could not compile the traced program (not a refusal of the contract)."""
 
 
+class _GraphBreak(CompileError):
+    """Dynamo cannot make one graph of the program (``fullgraph=False`` takes it)."""
+
+
 def _trace(compiled: Callable[..., Any], leaves: list[Any]) -> tuple[Any, ...]:
     """Dynamo's trace and the compile, run once on the example: its result's leaves.
     Whatever keeps the program from being one graph raises :class:`CompileError`."""
@@ -141,17 +166,23 @@ def _trace(compiled: Callable[..., Any], leaves: list[Any]) -> tuple[Any, ...]:
         raise _InductorFailed(
             f"Inductor cannot compile this program: {type(inner).__name__}: {_first_line(inner)}"
         ) from e
-    except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
+    except (
+        torch._dynamo.exc.Unsupported,
+        torch._dynamo.exc.UserError,
+        GuardOnDataDependentSymNode,
+    ) as e:
         if "data-dependent" in str(e):
-            raise CompileError(
+            raise _GraphBreak(
                 f"Dynamo cannot make one graph of this program: {_reason(e)}. A Python "
                 "branch on a value read from a tensor (`if t.item() > 3:`) cannot be compiled "
                 "into one graph: compute both sides and select with torch.where, or use "
-                "torch.cond"
+                "torch.cond; or compile it with fullgraph=False (an artifact that keeps "
+                "Dynamo's glue between the graphs, not saved)"
             ) from e
-        raise CompileError(
+        raise _GraphBreak(
             "ifx.compile makes one graph, and Dynamo broke this program: "
-            f"{_first_line(e)}; torch.compile runs programs with graph breaks"
+            f"{_first_line(e)}; compile it with fullgraph=False (an artifact that keeps "
+            "Dynamo's glue between the graphs, not saved), or with torch.compile"
         ) from e
     except torch._dynamo.exc.TorchDynamoException as e:
         raise CompileError(

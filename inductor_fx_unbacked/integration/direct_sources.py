@@ -208,24 +208,55 @@ def check_no_aliasing(fw_metadata: Any, sources: list[str], names: list[str]) ->
     """Refuse what AOTAutograd's runtime wrappers would have to do for the program:
     updates of inputs, outputs that are views of inputs or share memory. Runs in
     the backend, before the program runs on the caller's tensors."""
+    work = _wrapper_work(fw_metadata)
+    if work is None:
+        return
+    kind, index, detail = work
+    if kind == "mutation":
+        raise CompileError(
+            f"the program updates {_input_name(sources, names, index)} in place; "
+            "ifx.compile refuses programs that mutate their inputs or state (torch.compile "
+            "runs them): compute a new tensor instead (x + 1, not x.add_(1))"
+        )
+    if kind == "view":
+        raise CompileError(
+            f"output {index} of the program is a view of an input or of another output "
+            f"({detail}); ifx.compile returns new tensors, the arguments "
+            "themselves, or its state: return a copy (.clone())"
+        )
+    raise CompileError(f"the program's outputs share memory, or it has side effects ({detail})")
+
+
+def aot_wrapper_work(fw_metadata: Any) -> str | None:
+    """What AOTAutograd's runtime wrappers would do for a graph (update an input,
+    rebuild an output as a view, thread effect tokens), in words; None where they
+    would pass its inputs and outputs through as they are."""
+    work = _wrapper_work(fw_metadata)
+    if work is None:
+        return None
+    kind, index, detail = work
+    return {
+        "mutation": f"it updates its input {index} in place",
+        "view": f"its output {index} is a view ({detail})",
+    }.get(kind, detail)
+
+
+def _wrapper_work(fw_metadata: Any) -> tuple[str, int, str] | None:
+    """The first thing AOTAutograd's runtime wrappers would do: (``"mutation"``, input
+    index, ""), (``"view"``, output index, its alias kind), (``"other"``, 0, what)."""
     if fw_metadata is None:
-        raise CompileError("AOTAutograd left no metadata of the program's inputs and outputs")
+        return ("other", 0, "AOTAutograd left no metadata of the graph's inputs and outputs")
     for index, info in enumerate(fw_metadata.input_info):
         if info.mutates_data or info.mutates_metadata:
-            raise CompileError(
-                f"the program updates {_input_name(sources, names, index)} in place; "
-                "ifx.compile refuses programs that mutate their inputs or state (torch.compile "
-                "runs them): compute a new tensor instead (x + 1, not x.add_(1))"
-            )
+            return ("mutation", index, "")
     for index, info in enumerate(fw_metadata.output_info):
         if info.output_type.name != "non_alias":
-            raise CompileError(
-                f"output {index} of the program is a view of an input or of another output "
-                f"({info.output_type.name}); ifx.compile returns new tensors, the arguments "
-                "themselves, or its state: return a copy (.clone())"
-            )
-    if fw_metadata.num_intermediate_bases or getattr(fw_metadata, "tokens", None):
-        raise CompileError("the program's outputs share memory, or it has side effects")
+            return ("view", index, info.output_type.name)
+    if fw_metadata.num_intermediate_bases:
+        return ("other", 0, "outputs that share memory")
+    if getattr(fw_metadata, "tokens", None):
+        return ("other", 0, "effect tokens")
+    return None
 
 
 def _input_name(sources: list[str], names: list[str], index: int) -> str:

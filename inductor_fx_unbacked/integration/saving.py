@@ -25,6 +25,7 @@ from typing import Any
 from .. import __version__
 from ..artifact import store
 from .compiled import CompiledArtifact
+from .direct_breaks import CompiledWithBreaks
 from .logs import log
 
 #: Bumped whenever the file's layout changes. Format 1 (a pickle of the header
@@ -40,6 +41,8 @@ class LoadError(RuntimeError):
 
 def save(obj: Any, path: str | os.PathLike[str]) -> None:
     """Write ``obj`` (an ``ifx.compile`` artifact or a handed-out FX graph) to ``path``."""
+    if isinstance(obj, CompiledWithBreaks):
+        obj.__reduce__()  # raises, saying why
     if isinstance(obj, CompiledArtifact):
         kind = "compiled"
     elif isinstance(obj, store.HandedOutGraphModule):

@@ -1,0 +1,161 @@
+# Owner(s): ["module: inductor"]
+"""``ifx.compile(..., fullgraph=False)``: the direct call of a program that Dynamo
+breaks into several graphs.
+
+Dynamo's glue runs between the graphs; each graph whose AOTAutograd wrappers have
+nothing to do runs its lowered runner directly. The artifact checks its inputs,
+runs for inference, equals eager on inputs whose data-dependent sizes (and the
+branches they take) differ, refuses updates of its inputs without changing them,
+and says why it cannot be saved.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.demo.programs import same
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def signed(n, seed, columns=None):
+    g = torch.Generator().manual_seed(seed)
+    shape = (n,) if columns is None else (n, columns)
+    return torch.randn(shape, generator=g).to(DEVICE)
+
+
+def doubled_if_many_positives(x):
+    kept = x[x > 0]
+    if kept.numel() > 5:  # a Python branch on a data-dependent size: a graph break
+        return kept * 2
+    return kept - 1
+
+
+class SparseMoE(torch.nn.Module):
+    """transformers' Mixtral-style sparse block: top-k routing, then a loop over
+    the experts the batch hits (a graph break), each an ``nn.Linear``."""
+
+    def __init__(self, hidden=16, experts=4, top_k=2):
+        super().__init__()
+        self.top_k = top_k
+        self.gate = torch.nn.Linear(hidden, experts, bias=False)
+        self.experts = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(experts))
+
+    def forward(self, x):
+        weights, selected = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        mask = torch.nn.functional.one_hot(selected, len(self.experts)).permute(2, 1, 0)
+        hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_index in hit:
+            rank, token = torch.where(mask[expert_index].squeeze(0))
+            routed = self.experts[expert_index](x[token]) * weights[token, rank, None]
+            out.index_add_(0, token, routed)
+        return out
+
+
+def test_a_data_dependent_branch_runs_through_dynamos_glue_and_direct_graphs():
+    x = signed(16, 0)
+    with pytest.raises(ifx.CompileError, match="fullgraph=False"):
+        ifx.compile(doubled_if_many_positives, x)
+    artifact = ifx.compile(doubled_if_many_positives, x, fullgraph=False, dynamic=True)
+    assert isinstance(artifact, ifx.CompiledWithBreaks)
+    assert artifact.dynamo_graphs >= 2
+    assert artifact.wrapped == [], "every graph runs its lowered runner directly"
+    assert any(n.meta.get("unbacked_symbol") for gm in artifact.graphs for n in gm.graph.nodes)
+    # Both branches, an empty selection, sizes 0 and 1.
+    inputs = [signed(16, 1), signed(40, 2), -signed(16, 3).abs(), signed(3, 4), signed(1, 5)]
+    inputs += [torch.empty(0, device=DEVICE)]
+    taken = set()
+    for case in inputs:
+        taken.add(int((case > 0).sum()) > 5)
+        assert same(artifact(case), doubled_if_many_positives(case))
+    assert taken == {True, False}
+
+
+def test_a_call_reaches_no_graph_through_inductors_compiled_graph_wrapper(monkeypatch):
+    """Each graph runs its lowered runner, not ``torch.compile``'s path to it
+    (AOTAutograd's wrappers, then Inductor's ``CompiledFxGraph``)."""
+    from torch._inductor.output_code import CompiledFxGraph
+
+    artifact = ifx.compile(doubled_if_many_positives, signed(16, 0), fullgraph=False)
+    wrapper_calls = []
+    upstream_call = CompiledFxGraph.__call__
+
+    def counted(self, *args, **kwargs):
+        wrapper_calls.append(self)
+        return upstream_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledFxGraph, "__call__", counted)
+    for seed in (1, 2):
+        x = signed(16, seed)
+        assert same(artifact(x), doubled_if_many_positives(x))
+    assert wrapper_calls == []
+
+
+def test_a_sparse_moe_block_with_linear_experts_runs_for_inference():
+    torch.manual_seed(0)
+    block = SparseMoE().to(DEVICE)
+    assert all(p.requires_grad for p in block.parameters())
+    artifact = ifx.compile(block, signed(32, 0, 16), fullgraph=False, dynamic=True)
+    for tokens, seed in ((32, 1), (5, 2), (64, 3), (1, 4)):
+        x = signed(tokens, seed, 16)
+        with torch.no_grad():
+            expected = block(x)
+        result = artifact(x)
+        assert not result.requires_grad
+        torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_that_returns_a_view_of_its_input_keeps_aotautograds_wrappers():
+    def first_two_of_doubled(x):
+        doubled = x * 2
+        if (doubled > 0).sum() > 3:
+            return doubled[:2]
+        return doubled[-2:]
+
+    artifact = ifx.compile(first_two_of_doubled, signed(16, 0), fullgraph=False)
+    assert any("view" in why for why in artifact.wrapped), artifact.wrapped
+    for seed in range(1, 4):
+        x = signed(16, seed)
+        assert same(artifact(x), first_two_of_doubled(x))
+
+
+def test_each_call_checks_its_inputs_naming_the_argument():
+    artifact = ifx.compile(doubled_if_many_positives, signed(16, 0), fullgraph=False)
+    with pytest.raises(ifx.InputError, match=r"args\[0\] is a torch.float64 tensor"):
+        artifact(signed(16, 1).double())
+    with pytest.raises(ifx.InputError, match=r"args\[0\] has sizes \(17,\).*dynamic=True"):
+        artifact(signed(17, 1))
+    with pytest.raises(ifx.InputError, match=r"args\[0\] requires grad"):
+        artifact(signed(16, 1).requires_grad_())
+
+
+def test_it_cannot_be_saved_and_says_why(tmp_path):
+    artifact = ifx.compile(doubled_if_many_positives, signed(16, 0), fullgraph=False)
+    with pytest.raises(TypeError, match="glue between its graphs.*fullgraph=True"):
+        ifx.save(artifact, tmp_path / "artifact.ifx")
+    with pytest.raises(TypeError, match="cannot be saved or pickled"):
+        pickle.dumps(artifact)
+
+
+def test_an_update_of_an_input_in_the_glue_is_refused_leaving_the_input_as_it_was():
+    def bumps_if_many_positives(x):
+        kept = x[x > 0]
+        if kept.numel() > 5:
+            x.add_(1)
+        return kept * 2
+
+    x = signed(16, 0)
+    before = x.clone()
+    with pytest.raises(ifx.CompileError, match=r"updates args\[0\] in place"):
+        ifx.compile(bumps_if_many_positives, x, fullgraph=False)
+    assert torch.equal(x, before)
+
+
+def test_a_program_of_one_graph_gets_the_one_graph_artifact():
+    artifact = ifx.compile(lambda x: x[x > 0] * 2, signed(16, 0), fullgraph=False)
+    assert isinstance(artifact, ifx.CompiledArtifact)
