@@ -63,6 +63,7 @@ PRIVATE_NAMES: tuple[Private, ...] = (
         "_codegen_unbacked_symbol_defs_for_outputs",
     ),
     Private("torch._inductor.codegen.wrapper_fxir:WrapperFxCodegen", "_generate"),
+    Private("torch._inductor.codegen.triton:TritonKernel", "_has_constant_mask"),
     *(
         Private(_FX_CONVERTER, name)
         for name in (

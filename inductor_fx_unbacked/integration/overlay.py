@@ -87,11 +87,12 @@ def patches() -> list[Patch]:
     from torch._inductor import compile_fx, ir
     from torch._inductor.codegen.multi_kernel import MultiKernel
     from torch._inductor.codegen.triton import TritonKernel
+    from torch._inductor.codegen.triton_split_scan import TritonSplitScanKernel
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
     from torch._inductor.graph import GraphLowering
 
-    from ..codegen import check_lines, indexing, masked_reductions, reductions
+    from ..codegen import check_lines, indexing, masked_reductions, reductions, triton_kernels
     from ..codegen import fx_checks as checks
     from ..codegen import fx_control as control
     from ..codegen import fx_symbols as symbols
@@ -152,6 +153,14 @@ def patches() -> list[Patch]:
         # Reductions over unbacked lengths in two stages, under the FX wrapper.
         wrap(ir.Reduction, reductions.splitting_unbacked_lengths, "num_splits"),
         wrap(ir.Reduction, reductions.chunking_unbacked_inner_reductions, "create"),
+        # Kernel text over unbacked lengths: masks of lengths that may be 0, the split
+        # scan's block index.
+        wrap(
+            TritonKernel,
+            triton_kernels.masking_lengths_that_may_be_0,
+            "_has_constant_mask",
+        ),
+        wrap(TritonSplitScanKernel, triton_kernels.scanning_with_a_32_bit_block_index, "scan"),
         wrap(ir.View, reductions.unflattening_unbacked_sizes, "dynamic_reshape_indexer"),
         wrap(GraphLowering, reductions.sizing_unbacked_dependencies, "get_dep_size_hint"),
         # Boolean-mask indexing as nonzero and a gather that fuses, under the FX wrapper.

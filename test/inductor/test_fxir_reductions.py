@@ -12,8 +12,12 @@ programs); ``LARGE`` ones may exceed ``CHUNK`` elements (``CeilDiv(u0, CHUNK)``
 programs). On CPU, the kernels run in Triton's interpreter.
 """
 
+import inspect
+import unittest
+
 import torch
 from test_fxir_backend import FxirTestCase, kernel_calls
+from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 from torch._inductor.utils import run_and_get_code
 
 import inductor_fx_unbacked as ifx
@@ -57,6 +61,14 @@ def masked_cumprod(x):
 
 def repeated_cumsum(x, repeats):
     return torch.repeat_interleave(x, repeats).cumsum(0)
+
+
+def kernel_source(call):
+    """The Triton source of a kernel call's kernel (a GPU's JIT function, or the CPU
+    mode's interpreted one)."""
+    kernel = kernel_side_table.get_kernel(call.kwargs["kernel_idx"])
+    function = getattr(kernel, "fn", kernel)
+    return getattr(function, "src", None) or inspect.getsource(getattr(function, "fn", function))
 
 
 def pointers(call, prefix):
@@ -207,6 +219,38 @@ class ReductionSplitTest(FxirTestCase):
         for gm in graphs:
             scan = kernel_calls([gm])[-1]
             self.assertIsInstance(scan.kwargs["kwargs"]["r0_numel"], torch.fx.Node, gm.code)
+
+    def test_the_split_scans_look_back_takes_a_32_bit_block_index(self):
+        # The kernel indexes in int64 (a length without a bound); upstream's
+        # look-back helper does not compile on a GPU with an int64 block index.
+        g = torch.Generator().manual_seed(1)
+        inputs = [
+            (torch.randn(n, generator=g), torch.randint(0, 4, (n,), generator=g))
+            for n in (2000, 300)
+        ]
+        inputs = [tuple(t.to(self.device) for t in case) for case in inputs]
+        graphs = self.run_split(repeated_cumsum, inputs)
+        scans = [
+            text
+            for text in map(kernel_source, kernel_calls(graphs))
+            if "exclusive_scan_decoupled_lookback" in text
+        ]
+        self.assertTrue(scans)
+        for text in scans:
+            self.assertIn("tl.int64", text)
+            # The helper's arguments, one per line: the scratch, the block's value, its index.
+            self.assertRegex(text, r"decoupled_lookback\w*\(\n.*\n.*\n\s*tl\.program_id\(0\),\n")
+
+    @unittest.skipIf(not torch.cuda.is_available(), "the CPU mode keeps this mask on every release")
+    def test_a_persistent_reduction_over_a_length_of_0_or_1_keeps_its_mask(self):
+        # The length's bound is 1, a multiple of the block of 1: torch 2.10 and 2.11
+        # drop the mask on a GPU, and an empty selection reads its element 0 (an
+        # illegal memory access).
+        x = torch.arange(30.0, device=self.device)
+        inputs = [(x, torch.full((1,), sign, device=self.device)) for sign in (1.0, -1.0)]
+        graphs = self.run_split(lambda x, k: x[torch.where(k > 0)].sum(), inputs)
+        (text,) = [t for t in map(kernel_source, kernel_calls(graphs)) if "def triton_per" in t]
+        self.assertIn("r0_mask = r0_index < r0_numel", text)
 
     def test_cumsum_of_a_masked_selection_is_a_split_scan(self):
         inputs = [(self.signed(LARGE, p),) for p in (LARGE // 3, LARGE - 5, 1, 0)]
