@@ -22,6 +22,21 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 #: About 2 s a program on CPU (Triton's interpreter), one core: 64 s with the
 #: worker's start.
 CI_SEEDS = range(30)
+#: Seeds whose programs failed on the H200 (``benchmarks/results/``), kept as
+#: regression tests: the direct call's self-check refused float16 intermediates
+#: that eager rounds (seven), and ``torch.unique(..., return_counts=True)`` of int32
+#: values counted wrong on the GPU (2026-12-03, two).
+FOUND_SEEDS = (
+    1796310348,
+    1796310482,
+    1796310596,
+    1796310713,
+    1796310881,
+    1796310960,
+    1796310977,
+    1796311109,
+    1796311117,
+)
 #: ``digest(range(300))``: the generator's text for these seeds. It does not depend
 #: on torch (every value is a literal drawn from Python's ``random``); change it
 #: only with the generator.
@@ -55,11 +70,12 @@ def test_fixed_seeds_compile_to_what_eager_computes_or_are_refused():
     pool = Pool(
         DEVICE, workers=1, program_timeout_s=float(os.environ.get("IFX_FUZZ_TIMEOUT_S", 300))
     )
-    for record in pool.run(CI_SEEDS):
+    seeds = [*CI_SEEDS, *FOUND_SEEDS]
+    for record in pool.run(seeds):
         if verdict(record) in ("crash", "mismatch", "skipped"):
             failures.append(repro_text(record, generate(record["seed"]).source))
     if failures:
         pytest.fail(
-            f"{len(failures)} of {len(CI_SEEDS)} programs failed:\n\n" + "\n\n".join(failures),
+            f"{len(failures)} of {len(seeds)} programs failed:\n\n" + "\n\n".join(failures),
             pytrace=False,
         )

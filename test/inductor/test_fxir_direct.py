@@ -514,6 +514,22 @@ def test_the_self_check_accepts_the_summation_order_of_a_long_scan():
         self_check.check(wrong, eager, accumulates=True, inputs=[x])
 
 
+def test_the_self_check_takes_the_tolerance_of_the_inputs_narrower_dtype():
+    """Fuzzer seed 1796310348 on the H200: ``take(x, idx[m]).sqrt().float().mean()``
+    of float16 ``x``; eager rounds the square root to float16, Inductor does not."""
+    from inductor_fx_unbacked.integration import self_check
+
+    x = torch.tensor([2.1], dtype=torch.float16)
+    eager = x.sqrt().float().mean()
+    inductor = x.float().sqrt().mean()
+    assert not torch.allclose(inductor, eager, rtol=1.3e-6, atol=1e-5)
+    self_check.check(inductor, eager, accumulates=False, inputs=[x])
+    with pytest.raises(ifx.CompileError, match="beyond the rounding bound"):
+        self_check.check(inductor + 0.01, eager, accumulates=False, inputs=[x])
+    with pytest.raises(ifx.CompileError, match=r"largest difference .* \(rtol"):
+        self_check.check(inductor, eager, accumulates=False, inputs=[x.float()])
+
+
 def test_the_self_check_takes_bfloat16s_tolerance_and_compares_every_leaf():
     from inductor_fx_unbacked.integration import self_check
 
