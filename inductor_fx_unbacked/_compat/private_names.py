@@ -64,6 +64,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     ),
     Private("torch._inductor.codegen.wrapper_fxir:WrapperFxCodegen", "_generate"),
     Private("torch._inductor.codegen.triton:TritonKernel", "_has_constant_mask"),
+    # torch.unique's fake implementation, whose inverse and counts the overlay types.
+    Private("torch._subclasses.fake_impls", "_unique"),
     *(
         Private(_FX_CONVERTER, name)
         for name in (

@@ -91,6 +91,7 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
     from torch._inductor.graph import GraphLowering
+    from torch._subclasses import fake_impls
 
     from ..codegen import check_lines, indexing, masked_reductions, reductions, triton_kernels
     from ..codegen import fx_checks as checks
@@ -99,7 +100,7 @@ def patches() -> list[Patch]:
     from ..codegen import fx_triton as kernels
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
-    from . import aot_config, cpu_mode, partitions
+    from . import aot_config, cpu_mode, fake_values, partitions
 
     return [
         # Part 1 and 2: the line, and its text.
@@ -171,6 +172,8 @@ def patches() -> list[Patch]:
         wrap(compile_fx, aot_config.keeping_cubins_unstored, "get_cpp_wrapper_config"),
         # No graph partitions under the FX wrapper (mode="reduce-overhead").
         wrap(compile_fx, partitions.without_graph_partitions, "maybe_disable_graph_partition"),
+        # torch.unique's inverse and counts are int64 in fake tensors too (2.10, 2.11).
+        wrap(fake_impls, fake_values.unique_indices_as_int64, "_unique"),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
         wrap(VariableBuilder, cpu_mode.tracing_interpreted_kernels, "_wrap"),
     ]
