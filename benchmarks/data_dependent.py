@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -122,11 +123,7 @@ def backend_context(backend: str, device: str):
 
 def compiled_fn(program: Any, backend: str, example: tuple[Any, ...], device: str) -> Any:
     """The program compiled for ``backend`` (on ``example``, for the ahead-of-time
-    ones), on a copy of its code object.
-
-    Dynamo caches compiled code on the code object, so two backends compiling
-    one function in one process would share the first one's graph.
-    """
+    ones), on a copy of its code object (:func:`code_copy`)."""
     import torch
 
     import inductor_fx_unbacked as ifx
@@ -140,17 +137,24 @@ def compiled_fn(program: Any, backend: str, example: tuple[Any, ...], device: st
         )
     if backend == "aot-module":
         return aot_module(program, example, device)
-    fn = program.fn
-    copy = types.FunctionType(
-        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
-    )
     mode = "reduce-overhead" if backend == "python-reduce-overhead" else None
     return torch.compile(
-        copy,
+        code_copy(program.fn),
         fullgraph=True,
         dynamic=program.dynamic,
         mode=mode,
         backend=FLOOR_BACKENDS.get(backend, "inductor"),
+    )
+
+
+def code_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` on a copy of its code object (its globals, defaults and closure shared).
+
+    Dynamo caches compiled code on the code object, so two backends compiling
+    one function in one process would share the first one's graph.
+    """
+    return types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
     )
 
 
@@ -384,31 +388,18 @@ def steady_state(
         synchronize(args.device)
         before = counter.count
         graphs_before = dynamo_graphs()
-        times: dict[str, list[float]] = {backend: [] for backend in runners}
-        order = list(runners)
-        sampling_until = time.perf_counter() + args.seconds
-        samples, next_check = 0, args.min_samples
-        while samples < args.max_samples:
-            # Outside the backends' contexts (entering one takes milliseconds):
-            # a recompile here would use the default compiler, so any counts as
-            # a failure below.
-            for backend in order:
-                fn = runners[backend]
-                synchronize(args.device)
-                start = time.perf_counter()
-                fn(*first)
-                synchronize(args.device)
-                times[backend].append(time.perf_counter() - start)
-            order = order[1:] + order[:1]
-            samples += 1
-            if samples >= next_check:
-                next_check = int(samples * 1.5)
-                if time.perf_counter() > sampling_until or all(
-                    r["high"] / r["ratio"] - 1 < args.precision
-                    and 1 - r["low"] / r["ratio"] < args.precision
-                    for r in paired_ratios(times, resamples=400).values()
-                ):
-                    break
+        # Outside the backends' contexts (entering one takes milliseconds): a
+        # recompile here would use the default compiler, so any counts as a
+        # failure below.
+        times = harness.interleaved_times(
+            {backend: functools.partial(fn, *first) for backend, fn in runners.items()},
+            functools.partial(synchronize, args.device),
+            min_samples=args.min_samples,
+            max_samples=args.max_samples,
+            seconds=args.seconds,
+            settled=lambda times: narrow(paired_ratios(times, resamples=400), args.precision),
+        )
+        samples = max((len(values) for values in times.values()), default=0)
         if "fx" in runners:
             runtime_compiles += counter.count - before
         if dynamo_graphs() != graphs_before:
@@ -442,29 +433,43 @@ def dynamo_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
+def narrow(ratios: dict[str, dict[str, Any]], precision: float) -> bool:
+    """Whether every ratio's 95% interval lies within ``precision`` of it."""
+    return all(
+        r["high"] / r["ratio"] - 1 < precision and 1 - r["low"] / r["ratio"] < precision
+        for r in ratios.values()
+    )
+
+
+#: The ratios of the report: name -> (backend, anchor).
+PAIRS = {
+    "fx/python": ("fx", "python"),
+    "fx/eager": ("fx", "eager"),
+    "python/eager": ("python", "eager"),
+    "fx-graph/python": ("fx-graph", "python"),
+    "upstream-fx/python": ("upstream-fx", "python"),
+    "fx+cudagraphs/eager": ("fx+cudagraphs", "eager"),
+    "fx+cudagraphs/python": ("fx+cudagraphs", "python"),
+    "python-reduce-overhead/eager": ("python-reduce-overhead", "eager"),
+    "dynamo-eager/eager": ("dynamo-eager", "eager"),
+    "aot-eager/eager": ("aot-eager", "eager"),
+    "fx/aot-eager": ("fx", "aot-eager"),
+    "python/aot-eager": ("python", "aot-eager"),
+    "direct/eager": ("direct", "eager"),
+    "direct+cudagraphs/eager": ("direct+cudagraphs", "eager"),
+    "aot-module/direct": ("aot-module", "direct"),
+    "aot-module/eager": ("aot-module", "eager"),
+    "fx/direct": ("fx", "direct"),
+}
+
+
 def paired_ratios(
-    times: dict[str, list[float]], resamples: int = 2000
+    times: dict[str, list[float]],
+    resamples: int = 2000,
+    pairs: dict[str, tuple[str, str]] = PAIRS,
 ) -> dict[str, dict[str, Any]]:
-    """fx over python, fx over eager, python over eager (those measured)."""
-    pairs = {
-        "fx/python": ("fx", "python"),
-        "fx/eager": ("fx", "eager"),
-        "python/eager": ("python", "eager"),
-        "fx-graph/python": ("fx-graph", "python"),
-        "upstream-fx/python": ("upstream-fx", "python"),
-        "fx+cudagraphs/eager": ("fx+cudagraphs", "eager"),
-        "fx+cudagraphs/python": ("fx+cudagraphs", "python"),
-        "python-reduce-overhead/eager": ("python-reduce-overhead", "eager"),
-        "dynamo-eager/eager": ("dynamo-eager", "eager"),
-        "aot-eager/eager": ("aot-eager", "eager"),
-        "fx/aot-eager": ("fx", "aot-eager"),
-        "python/aot-eager": ("python", "aot-eager"),
-        "direct/eager": ("direct", "eager"),
-        "direct+cudagraphs/eager": ("direct+cudagraphs", "eager"),
-        "aot-module/direct": ("aot-module", "direct"),
-        "aot-module/eager": ("aot-module", "eager"),
-        "fx/direct": ("fx", "direct"),
-    }
+    """The paired ratios of ``pairs`` (name -> (backend, anchor)) whose two backends
+    ``times`` has: the median of the per-sample ratios, with a 95% interval."""
     result = {}
     for name, (a, b) in pairs.items():
         if a in times and b in times and times[a]:

@@ -120,6 +120,13 @@ def _data_dependent(share: Share) -> list[str]:
     return [*arguments, "--budget-s", share.budget(), "--out", str(share.report)]
 
 
+def _realistic(share: Share) -> list[str]:
+    if share.quick:
+        return ["--device", share.device, "--quick", "--out", str(share.report)]
+    # A compile that has started runs to its end (the whole Mixtral model's, tens of s).
+    return ["--budget-s", share.budget(0.8), "--out", str(share.report)]
+
+
 def _entry_path(share: Share) -> list[str]:
     if share.quick:
         return ["--device", share.device, "--quick", "--out", str(share.report)]
@@ -269,6 +276,13 @@ PARTS = {
             weight=9,
             module="data_dependent",
             arguments=_data_dependent,
+        ),
+        Part(
+            "realistic",
+            "What users run: data-dependent programs and real-library code at their sizes",
+            weight=8,
+            module="realistic",
+            arguments=_realistic,
         ),
         Part(
             "entry-path",

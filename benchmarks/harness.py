@@ -8,6 +8,8 @@
 - :class:`Report`: a markdown report written to disk at every step, so that a run
   stopped by its time limit keeps what it measured.
 - :func:`run_pytest` and :func:`pytest_lines`: a test run as a report section.
+- :func:`interleaved_times`: calls of several backends timed in turn, the order
+  rotating every sample, each call between two device synchronisations.
 
 Scripts run as modules from the repository root (``python -m benchmarks.<name>``)
 and import the package as installed, or from the checkout on ``PYTHONPATH``.
@@ -29,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +341,41 @@ def last_json(result: ChildResult) -> dict[str, Any]:
             return json.loads(line)
     last = result.status if result.timed_out else (result.tail(1) or ["no output"])[0]
     return {"ok": False, "error": last[:160]}
+
+
+def interleaved_times(
+    calls: Mapping[str, Callable[[], object]],
+    synchronize: Callable[[], None],
+    *,
+    min_samples: int,
+    max_samples: int,
+    seconds: float,
+    settled: Callable[[dict[str, list[float]]], bool] = lambda times: False,
+) -> dict[str, list[float]]:
+    """Seconds of each of ``calls``, sampled interleaved: a sample is one call of each,
+    in an order that rotates every sample, each call between two device
+    synchronisations, so that a call's time holds its own kernels and no other's and
+    a drift of the machine reaches every backend alike (paired ratios, sample by sample).
+
+    Sampling stops at ``max_samples``; from ``min_samples`` on it is checked at each
+    1.5-fold count of samples, and stops there once ``seconds`` have passed or
+    ``settled(times)`` (the intervals are narrow enough).
+    """
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    order = list(calls)
+    until = time.perf_counter() + seconds
+    samples, next_check = 0, min_samples
+    while samples < max_samples:
+        for name in order:
+            synchronize()
+            start = time.perf_counter()
+            calls[name]()
+            synchronize()
+            times[name].append(time.perf_counter() - start)
+        order = order[1:] + order[:1]
+        samples += 1
+        if samples >= next_check:
+            next_check = int(samples * 1.5)
+            if time.perf_counter() > until or settled(times):
+                break
+    return times

@@ -63,6 +63,8 @@ class Built:
     fn: Callable[..., Any]
     inputs: list[tuple[Any, ...]]
     parameters: list[Any] = dataclasses.field(default_factory=list)
+    #: What runs, where the library chose it (transformers' experts implementation).
+    description: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,35 +119,74 @@ MOE_ARCHITECTURES = {
 }
 
 
-def tiny_moe_model(architecture: str, device: str) -> Any:
+class ExpertsImplementationUnavailable(RuntimeError):
+    """The installed transformers cannot run the experts implementation asked for."""
+
+
+def tiny_moe_model(
+    architecture: str,
+    device: str,
+    *,
+    config: dict[str, Any] | None = None,
+    experts: str = "eager",
+    dtype: Any = None,
+    attention: str = "eager",
+) -> Any:
+    """The architecture's causal LM from :data:`TINY` (``config`` overrides fields), its
+    experts run by ``experts``: ``"eager"`` is transformers' per-expert loop,
+    ``"grouped_mm"`` its grouped matrix products (``config._experts_implementation``,
+    set where the model class has ``set_experts_implementation``, transformers 5)."""
     import torch
     import transformers
 
     config_name, model_name, overrides = MOE_ARCHITECTURES[architecture]
     config_class = getattr(transformers, config_name)
-    fields = {**TINY, **overrides}
-    config = config_class(**{k: v for k, v in fields.items() if hasattr(config_class(), k)})
+    fields = {**TINY, **overrides, **(config or {})}
+    model_config = config_class(**{k: v for k, v in fields.items() if hasattr(config_class(), k)})
     torch.manual_seed(0)
     model_class = getattr(transformers, model_name)
-    kwargs: dict[str, Any] = {"attn_implementation": "eager"}
+    kwargs: dict[str, Any] = {"attn_implementation": attention}
     if hasattr(model_class, "set_experts_implementation"):
-        kwargs["experts_implementation"] = "eager"  # the per-expert loop
-    model = model_class._from_config(config, **kwargs)
-    return model.to(device)
+        kwargs["experts_implementation"] = experts
+    elif experts != "eager":
+        raise ExpertsImplementationUnavailable(
+            f"transformers {transformers.__version__} has one experts implementation (the "
+            f"per-expert loop): {model_name} has no set_experts_implementation for {experts!r}"
+        )
+    model = model_class._from_config(model_config, **kwargs)
+    return model.to(device) if dtype is None else model.to(device, dtype)
 
 
-def token_inputs(device: str) -> list[tuple[Any, ...]]:
-    """Two prompts of different lengths: the experts each token picks differ."""
+def experts_description(model: Any) -> str:
+    """Which experts implementation the model runs, as its config says."""
+    chosen = getattr(model.config, "_experts_implementation", None)
+    return f"experts_implementation={chosen!r}" if chosen else "the per-expert loop"
+
+
+def token_inputs(
+    device: str, lengths: tuple[int, ...] = (5, 9), vocab: int = 64
+) -> list[tuple[Any, ...]]:
+    """Prompts of ``lengths`` tokens: the experts each token picks differ."""
     import torch
 
     g = torch.Generator().manual_seed(1)
-    return [(torch.randint(3, 64, (1, n), generator=g).to(device),) for n in (5, 9)]
+    return [(torch.randint(3, vocab, (1, n), generator=g).to(device),) for n in lengths]
 
 
-def moe_forward(architecture: str) -> Callable[[str], Built]:
+def moe_forward(
+    architecture: str,
+    *,
+    lengths: tuple[int, ...] = (5, 9),
+    config: dict[str, Any] | None = None,
+    experts: str = "eager",
+    dtype: Any = None,
+) -> Callable[[str], Built]:
     def build(device: str) -> Built:
-        model = tiny_moe_model(architecture, device).eval()
-        return Built(lambda ids: model(ids).logits, token_inputs(device))
+        model = tiny_moe_model(
+            architecture, device, config=config, experts=experts, dtype=dtype
+        ).eval()
+        inputs = token_inputs(device, lengths, model.config.vocab_size)
+        return Built(lambda ids: model(ids).logits, inputs, description=experts_description(model))
 
     return build
 
@@ -162,20 +203,35 @@ def moe_training_step(architecture: str) -> Callable[[str], Built]:
     return build
 
 
-def moe_block(architecture: str, train: bool = False) -> Callable[[str], Built]:
-    """The sparse MoE block of the first layer alone: router, top-k, the per-expert
-    loop (a training step: the block's output summed, backward to its weights)."""
+def moe_block(
+    architecture: str,
+    train: bool = False,
+    *,
+    tokens: tuple[int, ...] = (6, 11),
+    config: dict[str, Any] | None = None,
+    experts: str = "eager",
+    dtype: Any = None,
+) -> Callable[[str], Built]:
+    """The sparse MoE block of the first layer alone: router, top-k, the experts (a
+    training step: the block's output summed, backward to its weights); an input of
+    each of ``tokens`` tokens, in the model's dtype."""
 
     def build(device: str) -> Built:
         import torch
 
-        model = tiny_moe_model(architecture, device)
+        model = tiny_moe_model(architecture, device, config=config, experts=experts, dtype=dtype)
         block = model.model.layers[0].mlp.train(train)
         g = torch.Generator().manual_seed(2)
-        inputs = [(torch.randn(1, n, 16, generator=g).to(device),) for n in (6, 11)]
+        hidden_size = model.config.hidden_size
+        inputs = [
+            (torch.randn(1, n, hidden_size, generator=g).to(device, model.dtype),) for n in tokens
+        ]
+        description = experts_description(model)
         if not train:
-            return Built(lambda hidden: block(hidden), inputs)
-        return Built(lambda hidden: block(hidden).sum(), inputs, list(block.parameters()))
+            return Built(lambda hidden: block(hidden), inputs, description=description)
+        return Built(
+            lambda hidden: block(hidden).sum(), inputs, list(block.parameters()), description
+        )
 
     return build
 
@@ -199,29 +255,33 @@ def random_boxes(n: int, size: float, generator: Any) -> Any:
     return torch.cat([corner, corner + extent], dim=1)
 
 
-def batched_nms(device: str) -> Built:
+def batched_nms(
+    device: str, *, boxes: tuple[int, ...] = (12, 20), classes: int = 3, image: float = 32
+) -> Built:
     import torch
     from torchvision.ops import batched_nms as nms
 
     g = torch.Generator().manual_seed(3)
     inputs = [
         (
-            random_boxes(n, 32, g).to(device),
+            random_boxes(n, image, g).to(device),
             torch.rand(n, generator=g).to(device),
-            torch.randint(0, 3, (n,), generator=g).to(device),
+            torch.randint(0, classes, (n,), generator=g).to(device),
         )
-        for n in (12, 20)
+        for n in boxes
     ]
     return Built(lambda boxes, scores, idxs: nms(boxes, scores, idxs, 0.3), inputs)
 
 
-def box_filtering(device: str) -> Built:
+def box_filtering(
+    device: str, *, boxes: tuple[int, ...] = (10, 16), image: int = 24, extent: float = 32
+) -> Built:
     """Clip to the image, drop small and low-scoring boxes (the usual post-processing)."""
     import torch
     from torchvision.ops import boxes as box_ops
 
     def fn(boxes, scores):
-        boxes = box_ops.clip_boxes_to_image(boxes, (24, 24))
+        boxes = box_ops.clip_boxes_to_image(boxes, (image, image))
         keep = box_ops.remove_small_boxes(boxes, 2.0)
         boxes, scores = boxes[keep], scores[keep]
         keep = torch.where(scores > 0.3)[0]
@@ -229,14 +289,24 @@ def box_filtering(device: str) -> Built:
 
     g = torch.Generator().manual_seed(4)
     inputs = [
-        (random_boxes(n, 32, g).to(device), torch.rand(n, generator=g).to(device)) for n in (10, 16)
+        (random_boxes(n, extent, g).to(device), torch.rand(n, generator=g).to(device))
+        for n in boxes
     ]
     return Built(fn, inputs)
 
 
-def detection_postprocess(device: str) -> Built:
+def detection_postprocess(
+    device: str,
+    *,
+    proposals: tuple[int, ...] = (8, 14),
+    classes: int = 3,
+    image: int = 32,
+    score_thresh: float = 0.2,
+    detections: int = 10,
+) -> Built:
     """Faster R-CNN's box head post-processing in eval: decode, softmax, score
-    threshold, small boxes, per-class NMS, top detections."""
+    threshold, small boxes, per-class NMS, top detections (``classes`` with the
+    background)."""
     import torch
     from torchvision.models.detection.roi_heads import RoIHeads
 
@@ -249,27 +319,36 @@ def detection_postprocess(device: str) -> Built:
         batch_size_per_image=16,
         positive_fraction=0.25,
         bbox_reg_weights=None,
-        score_thresh=0.2,
+        score_thresh=score_thresh,
         nms_thresh=0.5,
-        detections_per_img=10,
+        detections_per_img=detections,
     ).eval()
-    classes = 3
     g = torch.Generator().manual_seed(5)
 
     def one_input(n: int) -> tuple[Any, ...]:
         return (
             torch.randn(n, classes, generator=g).to(device),
             (torch.randn(n, classes * 4, generator=g) * 0.1).to(device),
-            random_boxes(n, 32, g).to(device),
+            random_boxes(n, image, g).to(device),
         )
 
     def fn(class_logits, box_regression, proposals):
-        return heads.postprocess_detections(class_logits, box_regression, [proposals], [(32, 32)])
+        return heads.postprocess_detections(
+            class_logits, box_regression, [proposals], [(image, image)]
+        )
 
-    return Built(fn, [one_input(8), one_input(14)])
+    return Built(fn, [one_input(n) for n in proposals])
 
 
-def rpn_filter_proposals(device: str) -> Built:
+def rpn_filter_proposals(
+    device: str,
+    *,
+    anchors: tuple[int, ...] = (12, 24),
+    image: int = 28,
+    extent: float = 32,
+    pre_nms: int = 20,
+    post_nms: int = 10,
+) -> Built:
     """The region proposal network's proposal filtering: top-k per level, sigmoid,
     clipping, small boxes, score threshold, NMS per level."""
     import torch
@@ -283,23 +362,23 @@ def rpn_filter_proposals(device: str) -> Built:
         bg_iou_thresh=0.3,
         batch_size_per_image=16,
         positive_fraction=0.5,
-        pre_nms_top_n={"training": 20, "testing": 20},
-        post_nms_top_n={"training": 10, "testing": 10},
+        pre_nms_top_n={"training": pre_nms, "testing": pre_nms},
+        post_nms_top_n={"training": post_nms, "testing": post_nms},
         nms_thresh=0.5,
         score_thresh=0.3,
     ).eval()
     g = torch.Generator().manual_seed(6)
 
     def one_input(n: int) -> tuple[Any, ...]:
-        return (random_boxes(n, 32, g).to(device), torch.randn(n, generator=g).to(device))
+        return (random_boxes(n, extent, g).to(device), torch.randn(n, generator=g).to(device))
 
     def fn(proposals, objectness):
         boxes, scores = rpn.filter_proposals(
-            proposals.unsqueeze(0), objectness, [(28, 28)], [proposals.shape[0]]
+            proposals.unsqueeze(0), objectness, [(image, image)], [proposals.shape[0]]
         )
         return boxes[0], scores[0]
 
-    return Built(fn, [one_input(12), one_input(24)])
+    return Built(fn, [one_input(n) for n in anchors])
 
 
 # torch_geometric: graph filtering and a small GNN on a masked graph.
@@ -313,7 +392,10 @@ def random_graph(nodes: int, edges: int, generator: Any, device: str) -> Any:
     return edge_index.to(device)
 
 
-def pyg_subgraph(device: str) -> Built:
+def pyg_subgraph(
+    device: str, *, graphs: tuple[tuple[int, int], ...] = ((10, 30), (16, 48))
+) -> Built:
+    """``subgraph`` of the nodes a mask keeps, relabelled; an input per (nodes, edges)."""
     import torch
     from torch_geometric.utils import subgraph
 
@@ -326,29 +408,38 @@ def pyg_subgraph(device: str) -> Built:
     def fn(edge_index, keep):
         return subgraph(keep, edge_index, relabel_nodes=True, num_nodes=keep.shape[0])
 
-    return Built(fn, [one_input(10, 30), one_input(16, 48)])
+    return Built(fn, [one_input(nodes, edges) for nodes, edges in graphs])
 
 
-def pyg_remove_self_loops(device: str) -> Built:
+def pyg_remove_self_loops(
+    device: str, *, graphs: tuple[tuple[int, int], ...] = ((8, 24), (12, 40))
+) -> Built:
     import torch
     from torch_geometric.utils import remove_self_loops
 
     g = torch.Generator().manual_seed(8)
     inputs = []
-    for nodes, edges in ((8, 24), (12, 40)):
+    for nodes, edges in graphs:
         edge_index = random_graph(nodes, edges, g, device)
         inputs.append((edge_index, torch.rand(edges, generator=g).to(device)))
     return Built(lambda edge_index, weight: remove_self_loops(edge_index, weight), inputs)
 
 
-def pyg_gnn_masked(device: str) -> Built:
-    """Two SAGE layers on the subgraph of the nodes a mask keeps."""
+def pyg_gnn_masked(
+    device: str,
+    *,
+    graphs: tuple[tuple[int, int], ...] = ((10, 30), (16, 50)),
+    channels: tuple[int, int, int] = (4, 8, 3),
+) -> Built:
+    """Two SAGE layers (``channels``: in, hidden, out) on the subgraph of the nodes a
+    mask keeps; an input per (nodes, edges)."""
     import torch
     from torch_geometric.nn import SAGEConv
     from torch_geometric.utils import subgraph
 
     torch.manual_seed(0)
-    conv1, conv2 = SAGEConv(4, 8).to(device), SAGEConv(8, 3).to(device)
+    features, hidden, out = channels
+    conv1, conv2 = SAGEConv(features, hidden).to(device), SAGEConv(hidden, out).to(device)
 
     def fn(x, edge_index, keep):
         edge_index, _ = subgraph(keep, edge_index, relabel_nodes=True, num_nodes=x.shape[0])
@@ -359,12 +450,12 @@ def pyg_gnn_masked(device: str) -> Built:
 
     def one_input(nodes: int, edges: int) -> tuple[Any, ...]:
         return (
-            torch.randn(nodes, 4, generator=g).to(device),
+            torch.randn(nodes, features, generator=g).to(device),
             random_graph(nodes, edges, g, device),
             (torch.rand(nodes, generator=g) > 0.3).to(device),
         )
 
-    return Built(fn, [one_input(10, 30), one_input(16, 50)])
+    return Built(fn, [one_input(nodes, edges) for nodes, edges in graphs])
 
 
 CASES = [
