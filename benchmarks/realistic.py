@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import inspect
 import os
 import sys
 import time
@@ -172,8 +171,8 @@ def shapes(result: Any) -> str:
 
 def compiled(backend: str, fn: Callable[..., Any], example: tuple[Any, ...]) -> Any:
     """``fn`` for ``backend``: ``torch.compile`` of a copy of its code, or the
-    artifact of ``ifx.compile`` (one graph; where ``ifx.compile`` takes
-    ``fullgraph`` and one graph is refused, with ``fullgraph=False``)."""
+    artifact of ``ifx.compile`` (``fullgraph=False``: one graph's artifact where the
+    program is one graph, else the graphs with Dynamo's glue)."""
     import torch
 
     import inductor_fx_unbacked as ifx
@@ -182,12 +181,7 @@ def compiled(backend: str, fn: Callable[..., Any], example: tuple[Any, ...]) -> 
         return fn
     if backend in DIRECT:
         options = {"dynamic": True, "cuda_graphs": backend == "direct+cudagraphs"}
-        try:
-            return ifx.compile(fn, *example, **options)
-        except ifx.CompileError:
-            if "fullgraph" not in inspect.signature(ifx.compile).parameters:
-                raise
-            return ifx.compile(fn, *example, fullgraph=False, **options)
+        return ifx.compile(fn, *example, fullgraph=False, **options)
     return torch.compile(data_dependent.code_copy(fn), fullgraph=False, dynamic=True)
 
 
