@@ -3,6 +3,7 @@
     python -m benchmarks.fuzz --programs 20000 --budget-s 500 --seed-base $(date +%s) \\
         --out benchmarks/results/DATE-h200-fuzz.md
     python -m benchmarks.fuzz --device cpu --programs 4 --workers 1   # a smoke run
+    python -m benchmarks.fuzz --sum RUN1.md RUN2.md --out TOTAL.md     # runs added up
 
 Programs ``seed-base .. seed-base + programs - 1`` (``test/fuzz/fuzz_programs.py``)
 run in ``--workers`` worker processes (default: three per four CPU cores, at most 16,
@@ -21,9 +22,11 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from benchmarks import harness
 
@@ -108,8 +111,50 @@ def report_lines(records: list[dict], sources: dict[int, str], args, seconds: fl
     return lines
 
 
+#: The summary lines a report ends with, and the header line naming its seeds.
+_TOTALS = ("fuzz_programs", "fuzz_mismatches", "fuzz_crashes")
+_SEEDS = re.compile(r"^Seeds (\d+) \.\. \d+, (\d+) workers; (\d+) programs in (\d+) s\.$")
+
+
+def summed(paths: list[str]) -> list[str]:
+    """One report over several runs' reports (each a GPU call, with its own new
+    seeds): a row per run (its seeds, programs, commit) and the totals. Runs whose
+    seed ranges overlap are refused: a program counts once."""
+    rows, totals, ranges = [], dict.fromkeys(_TOTALS, 0), []
+    for path in paths:
+        text = Path(path).read_text()
+        values = {
+            key: int(m[1]) for key in _TOTALS if (m := re.search(rf"^{key}: (\d+)$", text, re.M))
+        }
+        seeds = next((m for line in text.splitlines() if (m := _SEEDS.match(line))), None)
+        if set(values) != set(_TOTALS) or seeds is None:
+            raise SystemExit(f"{path} is not a finished fuzzer report (no seeds or totals)")
+        first, count = int(seeds[1]), int(seeds[3])
+        if any(first < end and start < first + count for start, end in ranges):
+            raise SystemExit(f"{path}: its seeds overlap another report's")
+        ranges.append((first, first + count))
+        commit = re.search(r"^- Code: commit (\w+)", text, re.M)
+        rows.append(
+            f"| {Path(path).name} | {commit[1] if commit else '?'} | {first} .. | "
+            + " | ".join(str(values[key]) for key in _TOTALS)
+            + " |"
+        )
+        for key in _TOTALS:
+            totals[key] += values[key]
+    return [
+        "| report | commit | first seed | programs | mismatches | crashes |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        *(f"{key}: {totals[key]}" for key in _TOTALS),
+    ]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--sum", nargs="+", metavar="REPORT", help="write one report over these runs' reports"
+    )
     parser.add_argument("--programs", type=int, default=1000, help="seeds to run at most")
     parser.add_argument("--budget-s", type=float, default=500.0, help="no program starts past it")
     parser.add_argument(
@@ -120,6 +165,11 @@ def main(argv=None) -> int:
     parser.add_argument("--program-timeout-s", type=float, default=240.0)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    if args.sum:
+        lines = summed(args.sum)
+        harness.Report(args.out, TITLE + ", several runs", []).replace(lines)
+        print("\n".join(lines[-3:]))
+        return 0
 
     import torch
 

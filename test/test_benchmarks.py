@@ -243,3 +243,28 @@ def test_the_compaction_benchmark_checks_and_times_each_way(tmp_path):
     for program in compaction.PROGRAMS[:1]:  # the smoke run's
         for way in ("eager", "direct", "direct-aten"):
             assert re.search(rf"^\| {program}: {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M)
+
+
+def fuzzer_report(path, first, programs, mismatches, commit):
+    path.write_text(
+        f"# Differential fuzzer\n\n- Code: commit {commit} of this repository.\n\n"
+        f"Seeds {first} .. {first + 999999}, 15 workers; {programs + 3} programs in 100 s.\n\n"
+        f"fuzz_programs: {programs}\nfuzz_mismatches: {mismatches}\nfuzz_crashes: 0\n"
+    )
+    return str(path)
+
+
+def test_fuzzer_runs_add_up_and_a_program_counts_once(tmp_path):
+    from benchmarks.fuzz import summed
+
+    first = fuzzer_report(tmp_path / "a.md", 1000, 3000, 0, "abc1234")
+    second = fuzzer_report(tmp_path / "b.md", 5000, 2500, 1, "abc1234")
+    lines = summed([first, second])
+    assert lines[-3:] == ["fuzz_programs: 5500", "fuzz_mismatches: 1", "fuzz_crashes: 0"]
+    assert any("| a.md | abc1234 | 1000 .. | 3000 | 0 | 0 |" == line for line in lines)
+    overlapping = fuzzer_report(tmp_path / "c.md", 3500, 10, 0, "abc1234")
+    with pytest.raises(SystemExit, match="overlap"):
+        summed([first, overlapping])
+    (tmp_path / "d.md").write_text("# a report that did not finish\n")
+    with pytest.raises(SystemExit, match="not a finished fuzzer report"):
+        summed([first, str(tmp_path / "d.md")])
