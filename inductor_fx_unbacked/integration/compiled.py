@@ -138,10 +138,8 @@ class CompiledArtifact:
             state = ()
         self._check(leaves, state)
         inputs = self._graph_inputs(leaves, state)
-        for position in self._aligned:
-            if inputs[position].data_ptr() % _ALIGNMENT:
-                realigned = _realigned(inputs[position])
-                inputs = (*inputs[:position], realigned, *inputs[position + 1 :])
+        if self._aligned:
+            inputs = realigned_inputs(inputs, self._aligned)
         # Inference: parameters that require grad are read as constants (extern
         # kernels write their results with out=, which autograd refuses).
         grad = torch.is_grad_enabled()
@@ -329,6 +327,17 @@ def _aligned_inputs(gm: torch.fx.GraphModule) -> list[int]:
         )
     }
     return [i for i, node in enumerate(placeholders) if node in checked]
+
+
+def realigned_inputs(inputs: Sequence[Any], aligned: list[int]) -> tuple[Any, ...]:
+    """``inputs`` with each one at an ``aligned`` position that starts off a 16-byte
+    boundary replaced by an aligned copy (the graph's kernels assume alignment)."""
+    inputs = tuple(inputs)
+    for position in aligned:
+        if inputs[position].data_ptr() % _ALIGNMENT:
+            realigned = _realigned(inputs[position])
+            inputs = (*inputs[:position], realigned, *inputs[position + 1 :])
+    return inputs
 
 
 def _realigned(tensor: torch.Tensor) -> torch.Tensor:

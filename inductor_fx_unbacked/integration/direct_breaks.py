@@ -43,7 +43,7 @@ from .. import _compat
 from .. import runner as runners
 from . import self_check
 from .backend import fx_backend
-from .compiled import _ALIGNMENT, CompileError, InputError, _aligned_inputs, _realigned
+from .compiled import CompileError, InputError, _aligned_inputs, realigned_inputs
 from .direct_sources import aot_wrapper_work
 from .logs import log
 from .recording import recording_graphs
@@ -223,10 +223,7 @@ def _direct_call(graph: torch.fx.GraphModule, cuda_graphs: bool) -> Callable[...
         return run
 
     def call(*inputs: Any) -> Any:
-        for position in aligned:
-            if inputs[position].data_ptr() % _ALIGNMENT:
-                inputs = (*inputs[:position], _realigned(inputs[position]), *inputs[position + 1 :])
-        outputs = run(*inputs)
+        outputs = run(*realigned_inputs(inputs, aligned))
         return outputs if returns_sequence else (outputs,)
 
     return call
