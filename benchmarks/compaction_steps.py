@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     n = x.numel()
     blocks = -(-n // c.BLOCK)
     call = c._Call(x)
-    work = c._work_buffer(call, blocks + 1)
+    work = call.empty((blocks + 1,), (1,), torch.int64)
+    ticket = torch.zeros(1, dtype=torch.int64, device="cuda")
     launch = c._COMPILED["count_nonzero", call.key]
     static = launch.__closure__ is not None and any(
         "Static" in type(cell.cell_contents).__name__ for cell in launch.__closure__
@@ -62,13 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         "_Call(x)": lambda: c._Call(x),
         "torch.empty(work)": lambda: torch.empty(blocks + 1, dtype=torch.int64, device="cuda"),
         "call.empty(work)": lambda: call.empty((blocks + 1,), (1,), torch.int64),
-        "_work_buffer(call) (with its zeroed ticket)": lambda: c._work_buffer(call, blocks + 1),
-        "work.zero_()": work.zero_,
-        # The launches zero the ticket first, as every call does.
-        "call.launch(count)": lambda: call.launch(
-            "count_nonzero", blocks, x, work.zero_(), n, blocks
+        "work.zero_() (the fill a per-call ticket would cost)": work.zero_,
+        "_count(call) (the stream's ticket, the launch)": lambda: c._count(
+            call, "count_nonzero", blocks, x, work
         ),
-        "the count's launcher": lambda: launch(blocks, stream, (x, work.zero_(), n, blocks)),
+        "the count's launcher": lambda: launch(blocks, stream, (x, work, ticket, n, blocks)),
         "the total's view and item()": lambda: c._VIEW(work, (), (), blocks).item(),
         "work[blocks].item()": lambda: work[blocks].item(),
     }

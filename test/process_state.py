@@ -50,10 +50,14 @@ def snapshot() -> dict[str, Any]:
         # Captured graphs hold device memory, and the room left decides whether a
         # later stretch captures: a test releases what it captured.
         "CUDA graphs kept": (len(cuda_graphs.MEMORY.entries), cuda_graphs.MEMORY.total_bytes),
-        # The compaction kernels keep no state from one call to the next (each
-        # call's ticket is in its own work buffer); their launchers are a cache
-        # keyed by all a launch depends on, which fresh_cache() forgets.
+        # The compaction kernels keep one ticket per stream, zero between
+        # launches (a test that leaves one non-zero broke a later call's count);
+        # their launchers are a cache keyed by all a launch depends on, which
+        # fresh_cache() forgets.
         "compaction kernels interpreted": compaction.INTERPRETED,
+        "compaction tickets not at zero": sorted(
+            str(key) for key, ticket in compaction._TICKETS.items() if ticket.item() != 0
+        ),
         "kernel side table entries no graph owns": _unowned_side_table_entries(),
         "device codegens": _by_identity(common.device_codegens),
         "custom backend passes": _by_identity(common.custom_backend_passes),

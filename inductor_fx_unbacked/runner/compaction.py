@@ -16,7 +16,7 @@ kernels and one scalar copied to the host:
 
 1. per block of :data:`BLOCK` elements, the count of kept elements (the sum of
    the repeats, or ``-1`` where one is negative); the block that counts last
-   (a ticket in the call's own work buffer counts them: :func:`_work_buffer`)
+   (a ticket that the stream keeps at zero between launches finds it: :func:`_count`)
    turns the counts into each block's start (an exclusive prefix sum) and
    writes the total after them (``-1`` where a count was negative);
 2. after the host has read the total and allocated the result, each
@@ -212,31 +212,56 @@ def _covered(x: torch.Tensor) -> bool:
     return INTERPRETED and x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _work_buffer(call: _Call, slots: int) -> torch.Tensor:
-    """A call's own int64 work buffer: ``slots`` entries, then the count kernels'
-    ticket, all zero.
+#: (device index, stream) -> the count kernels' ticket on that stream.
+_TICKETS: dict[tuple[int, int], torch.Tensor] = {}
 
-    The block whose increment of the ticket returns ``blocks - 1`` is the last to
-    count (``compaction_kernels.publish``), so the ticket must be 0 when the count
-    kernel starts. A ticket kept from one call to the next would be right only
-    while every launch puts it back: one first zeroed inside a CUDA-graph capture
-    (where the fill is only recorded) or left by a launch that did not finish
-    would make every later call compute wrong starts and totals, silently. A
-    ticket in a buffer that this call allocates and zeroes in its stream, right
-    before the launch that counts on it (a fill, which a capture records with the
-    launch), carries nothing from one call to another.
+
+def _count(call: _Call, name: str, blocks: int, x: torch.Tensor, work: torch.Tensor) -> None:
+    """Launch the count kernel ``name`` over ``x``'s ``blocks`` (``work`` takes its
+    results) with the ticket that finds the block that counts last.
+
+    That block is the one whose increment of the ticket returns ``blocks - 1``, so
+    the ticket must be 0 when the launch starts. A CUDA stream keeps one ticket
+    (8 bytes), made zero where it is first needed and put back to zero by the
+    last block of every launch; the launches on a stream run one after the other,
+    so each finds it zero. That holds only while each launch that takes it runs
+    to its end, and only for tickets really zeroed:
+
+    - a ticket first needed while the stream is capturing a CUDA graph (whose
+      fill would only be recorded) is that call's alone, zeroed in the capture,
+      never kept;
+    - a launch that raises (Triton's interpreter, a launch the driver refuses)
+      takes its stream's ticket with it: the next call makes a new one;
+    - a kernel that faults on a GPU leaves the CUDA context unusable, so no later
+      launch can read what it left.
+
+    No ticket is kept on CPU tensors (Triton's interpreter): threads there share no
+    stream that would order their launches.
     """
-    work = call.empty((slots + 1,), (1,), torch.int64)
-    return work.zero_()
+    key = (call.device.index, call.stream)
+    ticket = _TICKETS.get(key)
+    if ticket is None:
+        ticket = torch.zeros((1,), dtype=torch.int64, device=call.device)
+        if _keeps_ticket(call):
+            _TICKETS[key] = ticket
+    try:
+        call.launch(name, blocks, x, work, ticket, x.numel(), blocks)
+    except BaseException:
+        _TICKETS.pop(key, None)
+        raise
+
+
+def _keeps_ticket(call: _Call) -> bool:
+    """Whether a ticket made for ``call`` is its stream's (:func:`_count`)."""
+    return call.stream is not None and not torch.cuda.is_current_stream_capturing()
 
 
 def _starts(call: _Call, count: str, x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     """Steps 1 and 2 over ``x``: the work buffer (each block's start, then the
     total, or -1 where a count was negative), the blocks, the total."""
-    n = x.numel()
-    blocks = -(-n // BLOCK)
-    work = _work_buffer(call, blocks + 1)
-    call.launch(count, blocks, x, work, n, blocks)
+    blocks = -(-x.numel() // BLOCK)
+    work = call.empty((blocks + 1,), (1,), torch.int64)
+    _count(call, count, blocks, x, work)
     (total,) = _read(work, blocks, 1)
     return work, blocks, total
 
@@ -321,8 +346,8 @@ def unique(
     call = _Call(x)
     n = x.numel()
     blocks = -(-n // BLOCK)
-    work = _work_buffer(call, 2 * blocks + 2)
-    call.launch("min_max", blocks, x, work, n, blocks)
+    work = call.empty((2 * blocks + 2,), (1,), torch.int64)
+    _count(call, "min_max", blocks, x, work)
     least, greatest = _read(work, 2 * blocks, 2)
     span = greatest - least + 1
     if span > n:

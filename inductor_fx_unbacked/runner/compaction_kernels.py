@@ -40,32 +40,35 @@ def block_starts(work_ptr, blocks, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def publish(count, work_ptr, blocks, CHUNK: tl.constexpr):
+def publish(count, work_ptr, ticket_ptr, blocks, CHUNK: tl.constexpr):
     """Store this block's count; the last block to do so computes the starts.
 
-    The ticket is ``work[blocks + 1]``, zero when the launch starts (the host
-    zeroes each call's work buffer, ``compaction._work_buffer``): the block whose
-    increment returns ``blocks - 1`` is the last, and its acquire sees every
-    count stored before the other blocks' releases."""
+    The ticket is zero when the launch starts (``compaction._ticket`` says why):
+    the block whose increment returns ``blocks - 1`` is the last, and its acquire
+    sees every count stored before the other blocks' releases. Every block has
+    taken its ticket by then, so that block puts it back to zero for the next
+    launch on the stream."""
     pid = tl.program_id(0)
     tl.store(work_ptr + pid, count)
     tl.debug_barrier()
-    if tl.atomic_add(work_ptr + blocks + 1, 1, sem="acq_rel") == blocks - 1:
+    if tl.atomic_add(ticket_ptr, 1, sem="acq_rel") == blocks - 1:
         block_starts(work_ptr, blocks, CHUNK)
+        tl.store(ticket_ptr, 0)
 
 
 @triton.jit(do_not_specialize=["n", "blocks"])
-def count_nonzero(x_ptr, work_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+def count_nonzero(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
     offsets = block_offsets(BLOCK)
     x = tl.load(x_ptr + offsets, mask=offsets < n, other=0)
     count = tl.sum((x != 0).to(tl.int64), axis=0)
-    publish(count, work_ptr, blocks, CHUNK)
+    publish(count, work_ptr, ticket_ptr, blocks, CHUNK)
 
 
 @triton.jit(do_not_specialize=["n", "blocks"])
 def sum_repeats(
     r_ptr,
     work_ptr,
+    ticket_ptr,
     n,
     blocks,
     BLOCK: tl.constexpr,
@@ -78,7 +81,7 @@ def sum_repeats(
     # (its loop runs the block's longest repeat).
     refused = (tl.min(r, axis=0) < 0) | (tl.max(r, axis=0) > LONGEST)
     count = tl.where(refused, -1, tl.sum(r, axis=0))
-    publish(count, work_ptr, blocks, CHUNK)
+    publish(count, work_ptr, ticket_ptr, blocks, CHUNK)
 
 
 @triton.jit(do_not_specialize=["n"])
@@ -106,11 +109,10 @@ def repeated_indices(r_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["n", "blocks"])
-def min_max(x_ptr, work_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+def min_max(x_ptr, work_ptr, ticket_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
     """Each block's least and greatest values at ``work[2 * block]`` and after it; the
-    block that finishes last writes those of all at ``work[2 * blocks]`` and after.
-    The ticket is ``work[2 * blocks + 2]``, zero when the launch starts (as
-    :func:`publish`'s)."""
+    block that finishes last writes those of all at ``work[2 * blocks]`` and after,
+    and puts the ticket back to zero (as :func:`publish` does)."""
     pid = tl.program_id(0)
     offsets = block_offsets(BLOCK)
     first = tl.load(x_ptr).to(tl.int64)
@@ -118,7 +120,7 @@ def min_max(x_ptr, work_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr
     tl.store(work_ptr + 2 * pid, tl.min(x, axis=0))
     tl.store(work_ptr + 2 * pid + 1, tl.max(x, axis=0))
     tl.debug_barrier()
-    if tl.atomic_add(work_ptr + 2 * blocks + 2, 1, sem="acq_rel") == blocks - 1:
+    if tl.atomic_add(ticket_ptr, 1, sem="acq_rel") == blocks - 1:
         least = first
         greatest = first
         for start in range(0, blocks, CHUNK):
@@ -130,6 +132,7 @@ def min_max(x_ptr, work_ptr, n, blocks, BLOCK: tl.constexpr, CHUNK: tl.constexpr
             greatest = tl.maximum(greatest, tl.max(highs, axis=0))
         tl.store(work_ptr + 2 * blocks, least)
         tl.store(work_ptr + 2 * blocks + 1, greatest)
+        tl.store(ticket_ptr, 0)
 
 
 @triton.jit(do_not_specialize=["n", "least_at"])

@@ -187,8 +187,8 @@ def test_programs_run_the_kernels_and_keep_the_operators_in_the_graph(name):
 
 def garbage_work_buffers():
     """A patch under which every buffer the runner allocates starts as non-zero garbage,
-    as a reused allocation can: 2 for the int64 ones, which a ticket of 2 makes the
-    third of four blocks to count the "last" one."""
+    as a reused allocation can: 2 for the int64 ones, which a ticket of 2 would make
+    the third of four blocks to count the "last" one."""
     original = compaction._Call.empty
 
     def empty(self, size, stride, dtype):
@@ -197,9 +197,9 @@ def garbage_work_buffers():
     return mock.patch.object(compaction._Call, "empty", empty)
 
 
-def test_the_ticket_is_zero_whatever_the_allocator_hands_out():
-    """Each call's ticket lives in its own work buffer, zeroed before the count kernel:
-    nothing a buffer held before reaches the starts or the total."""
+def test_nothing_the_allocator_hands_out_reaches_the_starts_or_the_total():
+    """The work buffers are not zeroed (every block writes its slot before the last
+    reads it) and the ticket is not in them."""
     g = torch.Generator().manual_seed(8)
     n = 3 * BLOCK + 5  # four blocks
     mask = (torch.rand(n, generator=g) < 0.5).to(DEVICE)
@@ -215,10 +215,12 @@ def test_the_ticket_is_zero_whatever_the_allocator_hands_out():
             compaction.repeat_interleave(repeats), aten.repeat_interleave.Tensor(repeats)
         )
         assert_same_tensor(compaction.unique(integers)[0], aten._unique2.default(integers)[0])
+    assert all(ticket.item() == 0 for ticket in compaction._TICKETS.values())
 
 
 def test_calls_in_a_row_each_count_afresh():
-    """Every call counts with a ticket of its own, on every stream."""
+    """Every launch finds its stream's ticket at zero, on every stream, and leaves it
+    so."""
     g = torch.Generator().manual_seed(5)
     masks = [(torch.rand(3 * BLOCK + 5, generator=g) < p).to(DEVICE) for p in (0.1, 0.9, 0, 0.5)]
     streams = [None]
@@ -229,6 +231,73 @@ def test_calls_in_a_row_each_count_afresh():
             results = [compaction.nonzero(mask) for mask in masks * 2]
             for mask, result in zip(masks * 2, results):
                 assert_same_tensor(result, aten.nonzero.default(mask))
+    if DEVICE == "cuda":
+        kept = {stream for _, stream in compaction._TICKETS}
+        assert {torch.cuda.current_stream().cuda_stream, streams[1].cuda_stream} <= kept
+    assert all(ticket.item() == 0 for ticket in compaction._TICKETS.values())
+
+
+@contextlib.contextmanager
+def a_stream_on_cpu():
+    """On CPU, tickets kept as a CUDA stream's are (the interpreter has no stream)."""
+    key = (None, None)
+    with mock.patch.object(compaction, "_keeps_ticket", lambda call: True):
+        try:
+            yield key
+        finally:
+            compaction._TICKETS.pop(key, None)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="a stream simulated in the interpreter")
+def test_a_launch_that_raises_takes_its_streams_ticket_with_it():
+    """A count launch that fails partway (after some blocks took their tickets) must
+    not leave a non-zero ticket for the next call on its stream."""
+    g = torch.Generator().manual_seed(3)
+    mask = torch.rand(3 * BLOCK + 5, generator=g) < 0.5
+    original = compaction._Call.launch
+
+    def half_launch(self, name, blocks, *args):
+        args[2].add_(2)  # two blocks took their tickets
+        raise RuntimeError("the launch failed")
+
+    with a_stream_on_cpu() as key:
+        assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
+        kept = compaction._TICKETS[key]
+        assert kept.item() == 0  # put back by the last block
+        with mock.patch.object(compaction._Call, "launch", half_launch):
+            with pytest.raises(RuntimeError, match="the launch failed"):
+                compaction.nonzero(mask)
+        assert key not in compaction._TICKETS and kept.item() == 2
+        assert original is compaction._Call.launch
+        assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
+        assert compaction._TICKETS[key] is not kept and compaction._TICKETS[key].item() == 0
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a GPU")
+def test_a_count_captured_in_a_cuda_graph_counts_right_on_every_replay():
+    """A capture of the count alone (the read of its total syncs, which a capture
+    refuses): the ticket made in the capture is zeroed on each replay, the stream's
+    own is not taken into the graph."""
+    g = torch.Generator(device=DEVICE).manual_seed(4)
+    n = 5 * BLOCK + 1
+    mask = torch.rand(n, device=DEVICE, generator=g) < 0.5
+    blocks = -(-n // BLOCK)
+    stream = torch.cuda.Stream()
+    work = torch.empty(blocks + 1, dtype=torch.int64, device=DEVICE)
+    compaction.nonzero(mask)  # compiled outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            call = compaction._Call(mask)
+            compaction._count(call, "count_nonzero", blocks, mask, work)
+        assert not compaction._keeps_ticket(call)
+        assert (0, stream.cuda_stream) not in compaction._TICKETS
+        for kept in (0.1, 0.9, 0.5):
+            mask.copy_(torch.rand(n, device=DEVICE, generator=g) < kept)
+            work.fill_(2)
+            graph.replay()
+            assert work[blocks].item() == int(mask.sum())
+    assert all(ticket.item() == 0 for ticket in compaction._TICKETS.values())
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter compiles nothing")
