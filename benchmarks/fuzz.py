@@ -197,6 +197,7 @@ def main(argv=None) -> int:
         workers=args.workers,
         program_timeout_s=args.program_timeout_s,
         deadline=started + args.budget_s,
+        rerun_failures=True,
     )
     records: list[dict] = []
     sources: dict[int, str] = {}

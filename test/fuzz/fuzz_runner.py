@@ -256,6 +256,16 @@ def repro_text(record: dict, source: str) -> str:
         first = outcome["message"].splitlines()[0][:300] if outcome["message"] else ""
         lines.append(f"#   {mode}: {outcome['outcome']} {first}".rstrip())
     lines.append(f"# Rerun: python test/fuzz/fuzz_runner.py --seed {record['seed']}")
+    alone = record.get("alone")
+    if alone is not None:
+        lines.append(f"# In a fresh process: {alone}")
+        if alone == "ok" and record.get("after"):
+            after = record["after"]
+            lines.append(
+                f"# Its worker ran {len(after)} programs before it; replay them first: "
+                f"python test/fuzz/fuzz_runner.py --seed {record['seed']} --after "
+                + " ".join(map(str, after))
+            )
     return "\n".join(lines) + "\n" + source
 
 
@@ -308,6 +318,7 @@ def worker(device: str) -> None:
     warnings.simplefilter("ignore")
     torch._dynamo.config.capture_scalar_outputs = True
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    before: list[int] = []
     for line in sys.stdin:
         seed = int(line)
         print(f"fuzz worker: seed {seed}", file=sys.stderr, flush=True)
@@ -320,6 +331,10 @@ def worker(device: str) -> None:
                 "sizes": [],
                 "modes": {"runner": _outcome("crash", traceback.format_exc()[-3000:])},
             }
+        # What this process compiled and ran first: a failure that a fresh process
+        # does not show comes from one of them (``--after``).
+        record["after"] = list(before)
+        before.append(seed)
         print(RESULT + json.dumps(record), flush=True)
         if record.get("worker_exits"):
             return
@@ -335,6 +350,18 @@ class Pool:
     program_timeout_s: float = 300.0
     #: Programs not finished by then are dropped (not counted); none start after it.
     deadline: float | None = None
+    #: Run each failing program again in a fresh worker, and record its verdict
+    #: there as ``alone``: a failure that only a worker which compiled other
+    #: programs first shows is state that one compile leaves to another.
+    rerun_failures: bool = False
+
+    def _alone(self, seed: int) -> str:
+        fresh = _Worker(self.device)
+        try:
+            record = fresh.run(seed, self.program_timeout_s, None)
+        finally:
+            fresh.stop()
+        return verdict(record) if record is not None else "no result"
 
     def run(self, seeds: Iterable[int]) -> Iterator[dict]:
         """Each seed's record, in the order they finish."""
@@ -357,10 +384,12 @@ class Pool:
                     record = process.run(seed, self.program_timeout_s, self.deadline)
                     if record is None:  # the deadline passed mid-program: not counted
                         break
-                    records.put(record)
                     if not process.alive or record.get("worker_exits"):
                         process.stop()
                         process = None
+                    if self.rerun_failures and verdict(record) in ("mismatch", "crash"):
+                        record["alone"] = self._alone(seed)
+                    records.put(record)
             finally:
                 if process is not None:
                     process.stop()
@@ -466,6 +495,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true", help="read seeds from stdin")
     parser.add_argument("--seed", type=int, help="run one program here and print it")
+    parser.add_argument(
+        "--after",
+        type=int,
+        nargs="*",
+        default=(),
+        help="with --seed: run these programs first, in this process (a worker's history)",
+    )
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     import torch
@@ -481,6 +517,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     torch._dynamo.config.capture_scalar_outputs = True
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    for seed in args.after:
+        print(f"seed {seed} first: {verdict(run_program(generate(seed), device))}", flush=True)
     program = generate(args.seed)
     record = run_program(program, device)
     print(repro_text(record, program.source))
