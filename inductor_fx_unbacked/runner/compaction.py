@@ -28,7 +28,7 @@ needs no sort: :func:`unique` says how.
 
 An input these kernels do not cover (another rank, a non-contiguous or empty
 tensor, an explicit ``output_size``, negative repeats or one longer than
-:data:`LONGEST_REPEAT`, more than 2**31 elements)
+:data:`LONGEST_REPEAT`, more than :data:`LARGEST` elements)
 goes to the operator itself, which also raises its own errors.
 
 The kernels are compiled on their first call for each device, dtypes and
@@ -74,6 +74,13 @@ _DTYPES = frozenset(
     }
 )
 _LIMIT = 2**31 - BLOCK
+#: The most elements the kernels take; larger inputs go to ATen's operators. On a
+#: small input ATen's host path is most of the time and the kernels win (1M
+#: elements, H200); on 64M and 256M their device time is 1.9 times ATen's
+#: (``benchmarks/results/2026-12-03-h200-realistic.md``), which the host path no
+#: longer pays back. The crossover between was not measured: ``benchmarks.compaction
+#: --n N`` measures a size.
+LARGEST = 1 << 22
 #: The longest repeat the runner's ``repeat_interleave`` writes (its kernel loops
 #: over a block's longest one, a whole block wide); longer ones go to ATen's.
 LONGEST_REPEAT = 16
@@ -203,7 +210,7 @@ def _static_launch(static: Any) -> Callable[..., None]:
 def _covered(x: torch.Tensor) -> bool:
     """Whether the kernels compute the operator on ``x``: one contiguous dimension of
     a dtype they load, on a device where they run, small enough for int32 sizes."""
-    if x.dim() != 1 or x.dtype not in _DTYPES or not 0 < x.numel() < _LIMIT:
+    if x.dim() != 1 or x.dtype not in _DTYPES or not 0 < x.numel() <= min(LARGEST, _LIMIT - 1):
         return False
     if x.stride(0) != 1:
         return False

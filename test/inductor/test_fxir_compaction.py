@@ -218,6 +218,26 @@ def test_nothing_the_allocator_hands_out_reaches_the_starts_or_the_total():
     assert all(ticket.item() == 0 for ticket in compaction._TICKETS.values())
 
 
+def test_inputs_over_the_largest_size_go_to_atens_operators():
+    g = torch.Generator().manual_seed(2)
+    n = 2 * BLOCK + 1
+    mask = (torch.rand(n, generator=g) < 0.5).to(DEVICE)
+    values = torch.randn(n, generator=g).to(DEVICE)
+    repeats = torch.randint(0, 3, (n,), generator=g).to(DEVICE)
+    calls, counting = counting_launches()
+    for largest, launched in ((n, True), (n - 1, False)):
+        calls.clear()
+        with counting, mock.patch.object(compaction, "LARGEST", largest):
+            assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
+            assert_same_tensor(
+                compaction.masked_select(values, mask), aten.masked_select.default(values, mask)
+            )
+            assert_same_tensor(
+                compaction.repeat_interleave(repeats), aten.repeat_interleave.Tensor(repeats)
+            )
+        assert bool(calls) == launched, (largest, calls)
+
+
 def test_calls_in_a_row_each_count_afresh():
     """Every launch finds its stream's ticket at zero, on every stream, and leaves it
     so."""
@@ -427,7 +447,7 @@ def test_the_last_block_to_count_sees_every_blocks_count(blocks):
     g = torch.Generator(device=DEVICE).manual_seed(blocks)
     n = blocks * BLOCK - 17
     calls, counting = counting_launches()
-    with counting:
+    with counting, mock.patch.object(compaction, "LARGEST", n):
         for kept in (0.001, 0.5, 0.999) * 8:
             mask = torch.rand(n, device=DEVICE, generator=g) < kept
             assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
