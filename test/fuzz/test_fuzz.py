@@ -27,7 +27,7 @@ CI_SEEDS = range(30)
 #: that eager rounds (seven), and ``torch.unique(..., return_counts=True)`` of int32
 #: values counted wrong on the GPU (2026-12-03, two); a float32 sum over selected rows
 #: of ``pow(0.5)`` off by 0.07 in one column with ``sync_free=False`` and the direct
-#: call, in a worker that had compiled 400 programs before (2026-12-03, undiagnosed:
+#: call, in a worker that had compiled about 110 programs first (2026-12-03, undiagnosed:
 #: right on CPU and right there with the sync-free rewrite).
 FOUND_SEEDS = (
     1796310348,
