@@ -213,27 +213,29 @@ def signed(*shape, seed=0):
 
 
 @needs_interpreter
-def test_a_tensor_at_a_scripts_top_level_names_the_fix(tmp_path):
-    """A module-level tensor is no argument: pass it, or close over it."""
+def test_a_tensor_and_a_float_at_a_scripts_top_level_are_read_when_called(tmp_path):
+    """Module-level values are the program's globals: read on each call, as Dynamo
+    reads them (it made them graph inputs), never baked into the artifact."""
     script = tmp_path / "script.py"
     script.write_text(
         "import torch, inductor_fx_unbacked as ifx\n"
         "W = torch.arange(4.0)\n"
+        "T = 0.5\n"
         "def program(x):\n"
         "    y = x * W\n"
-        "    return y[y > 0]\n"
-        "try:\n"
-        "    ifx.compile(program, torch.randn(4))\n"
-        "except ifx.CompileError as e:\n"
-        "    print('refused:', e)\n"
+        "    return y[y > T]\n"
+        "x = torch.tensor([1.0, -2.0, 3.0, 0.25])\n"
+        "artifact = ifx.compile(program, x, dynamic=True)\n"
+        "print('same:', torch.equal(artifact(x), program(x)))\n"
+        "W, T = torch.full((4,), 2.0), 0.4\n"
+        "print('same after:', torch.equal(artifact(x), program(x)), artifact(x).numel())\n"
     )
     env = {**os.environ, "PYTHONPATH": REPO}
     done = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
-    assert "refused:" in done.stdout, done.stderr[-2000:]
-    assert "not an argument" in done.stdout
-    assert "pass it as an argument, or use it from a closure or a module" in done.stdout
+    assert "same: True" in done.stdout, done.stderr[-2000:]
+    assert "same after: True 3" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
 def test_a_transposed_input_to_a_dynamic_artifact_names_contiguous():

@@ -53,6 +53,10 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.fx:Graph", "_root", on="instance"),
     Private("torch.nn:Module", "_forward_hooks", on="instance"),
     Private("torch.nn:Module", "_forward_pre_hooks", on="instance"),
+    # Steps of the sources Dynamo reads a module's state from (the direct call names them).
+    Private("torch.nn:Module", "_modules", on="instance"),
+    Private("torch.nn:Module", "_parameters", on="instance"),
+    Private("torch.nn:Module", "_buffers", on="instance"),
     Private("torch.fx:Node", "_rename"),
     # An ATen operator (a dtype or device copy), matched by the sync-free rewrite.
     Private("torch:ops.aten", "_to_copy"),

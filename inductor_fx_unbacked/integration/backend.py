@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,17 +25,11 @@ from torch._inductor.virtualized import V
 
 from .. import _compat
 from .. import runner as runners
-from ..artifact.kernels import (
-    apply_releases,
-    hold_subgraph_kernels,
-    own_kernels,
-    release_unfinished,
-)
+from ..artifact.kernels import apply_releases, hold_subgraph_kernels, release_unfinished
 from ..artifact.store import hand_out
 from ..codegen.converters import InterpreterFxConverter, SourcedFxConverter
 from ..codegen.fx_checks import strip_runtime_asserts
 from ..codegen.kernels import CONVERTED_KERNELS, converted_kernels
-from ..codegen.wrapper_fxir import ignoring_fresh_unbacked_symbols
 from ..runner import cuda_graphs
 from . import caches, graph_breaks, logs, overlay
 from .cpu_mode import interpreter_driver, require_interpreter
@@ -125,38 +118,6 @@ class FxWrapperCodegen(WrapperFxCodegen):
             raise
         gm.meta[CONVERTED_KERNELS] = converted_kernels(converter)
         return gm
-
-
-def generating(generate: Callable[..., Any]) -> Callable[..., Any]:
-    """The overlay's ``FxConverter.generate``: upstream's, creating no pending unbacked
-    symbols (``ignoring_fresh_unbacked_symbols``), and for a converter of upstream's
-    FX codegen, a graph that owns the kernels the overlay placed for it.
-
-    The overlay puts each Triton kernel it converts in upstream's side table at an
-    index of its own (``codegen/kernels.py``), which Dynamo's reset never empties.
-    This package's codegen hands its graphs out owning theirs
-    (:meth:`FxWrapperCodegen._convert`); a graph that upstream's ``WrapperFxCodegen``
-    converts with the overlay enabled owns them here, so that they leave the table
-    when it is dropped, and a conversion that raises releases them. A subgraph's go
-    to the graph that holds it.
-    """
-    quiet = ignoring_fresh_unbacked_symbols(generate)
-
-    @functools.wraps(generate)
-    def method(self: FxConverter) -> torch.fx.GraphModule:
-        if isinstance(self, SourcedFxConverter):
-            return quiet(self)
-        try:
-            gm = quiet(self)
-        except BaseException:
-            release_unfinished(converted_kernels(self))
-            raise
-        gm.meta[CONVERTED_KERNELS] = converted_kernels(self)
-        if not self.is_subgraph:
-            own_kernels(gm)
-        return gm
-
-    return method
 
 
 class ShownGraphModule(FileBackedGraphModule):

@@ -53,14 +53,17 @@ class Signature:
     def name(self, value: str) -> str:
         """The argument or state that ``F[i]`` or ``S[k]`` is."""
         index = int(value[2:-1])
-        return self.names[index] if value[0] == "F" else f"module state {self.state_names[index]}"
+        if value[0] == "F":
+            return self.names[index]
+        name = self.state_names[index]
+        return name if name.startswith("global ") else f"module state {name}"
 
 
 def function(arguments: str, body: str) -> Callable[..., Any]:
     """``lambda <arguments>: (<body>)``, with the names that shape guards use."""
     from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
-    return eval(f"lambda {arguments}: ({body})", dict(SYMPY_INTERP))  # noqa: S307 - ours
+    return eval(f"lambda {arguments}: ({body})", dict(SYMPY_INTERP, torch=torch))  # noqa: S307
 
 
 class CompiledArtifact:
@@ -108,6 +111,18 @@ class CompiledArtifact:
         self._scalars = [
             (index, SCALAR_TYPES[kind]) for index, kind in getattr(signature, "scalars", {}).items()
         ]
+        #: The globals and program attributes whose values the trace fixed, and those
+        #: values (checked while they are read from the program, not once loaded).
+        fixed = getattr(signature, "fixed", [])
+        self._fixed_values = tuple(value for _, value, _ in fixed)
+        self._read_fixed = (
+            function("G", "".join(f"{name}, " for name, _, _ in fixed)) if fixed else None
+        )
+        #: The same of the state (a global the program reads).
+        self._state_scalars = [
+            (index, SCALAR_TYPES[kind])
+            for index, kind in getattr(signature, "state_scalars", {}).items()
+        ]
         #: How the result is made of the graph's outputs: its only one, a tuple, or
         #: (the leaves' expressions over O, F, S, C, then) the spec.
         spec = signature.out_spec
@@ -132,10 +147,10 @@ class CompiledArtifact:
                 )
         if self._state is not None:
             state = self._state
-        elif signature.state:
-            state = self._read_state(self._namespace)
         else:
-            state = ()
+            if self._read_fixed is not None:
+                self._check_fixed()
+            state = self._read_state(self._namespace) if signature.state else ()
         self._check(leaves, state)
         inputs = self._graph_inputs(leaves, state)
         if self._aligned:
@@ -175,6 +190,12 @@ class CompiledArtifact:
         for index, kinds in self._scalars:
             if type(leaves[index]).__name__ not in kinds:
                 raise InputError(self._not_a_scalar(index, leaves[index]))
+        for index, kinds in self._state_scalars:
+            if type(state[index]).__name__ not in kinds:
+                raise InputError(
+                    f"{signature.name(f'S[{index}]')} is now {_described(state[index])}; the "
+                    f"artifact was compiled for a Python {signature.state_scalars[index]} there"
+                )
         for index, constant in signature.constants.items():
             if leaves[index] != constant:
                 raise InputError(
@@ -183,6 +204,18 @@ class CompiledArtifact:
                 )
         if not self._guard(leaves, state):
             raise InputError(self._failed_guard(leaves, state))
+
+    def _check_fixed(self) -> None:
+        values = self._read_fixed(self._namespace)
+        if values == self._fixed_values:
+            return
+        for (_, fixed, what), value in zip(self.signature.fixed, values):
+            if value != fixed and not (value != value and fixed != fixed):  # NaN is NaN
+                raise InputError(
+                    f"{what} is {value!r}; the trace fixed it at {fixed!r} "
+                    "(torch.compile would compile again): compile the artifact again with it "
+                    "as it is now"
+                )
 
     def _not_a_scalar(self, index: int, value: Any) -> str:
         name = self.signature.names[index]
@@ -263,7 +296,7 @@ class CompiledArtifact:
             "graph": None
             if self.graph is None
             else store.dumps(self.graph, "lowered", constants=True),
-            "state": [tensor.detach() for tensor in state],
+            "state": [v.detach() if isinstance(v, torch.Tensor) else v for v in state],
             "cuda_graphs": self.cuda_graphs,
         }
         return (restored, (payload,))

@@ -106,6 +106,7 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     signature = sources.signature_of(
         capture, names, in_spec, leaves, fn, namespace, traced, expected, dynamic=dynamic
     )
+    namespace = sources.namespace_for(signature, namespace)
     artifact = CompiledArtifact(signature, graphs, namespace, cuda_graphs=cuda_graphs)
     self_check.check(
         artifact(*example_inputs), expected, accumulates=capture.accumulates, inputs=leaves
@@ -227,8 +228,8 @@ def _device_of(leaves: Sequence[Any]) -> str | None:
 def _flat_function(
     fn: Callable[..., Any], in_spec: pytree.TreeSpec
 ) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """``fn`` over the inputs' leaves, returning its result's leaves, and the globals
-    it reads ``fn`` from.
+    """``fn`` over the inputs' leaves, returning its result's leaves, and its globals
+    (``fn``; Dynamo installs there the modules whose globals ``fn`` reads).
 
     The arguments are built by code written for ``in_spec`` (``(leaf0, {'a':
     leaf1})``), not by ``tree_unflatten``, whose reads of the spec Dynamo would
@@ -245,7 +246,7 @@ def _flat_function(
     filename = f"<ifx.compile of {getattr(fn, '__name__', type(fn).__name__)} #{next(_COUNT)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(builtins.compile(source, filename, "exec"), namespace)  # noqa: S102 - written above
-    return namespace.pop("flat_fn"), {"fn": fn}
+    return namespace.pop("flat_fn"), namespace
 
 
 _COUNT = itertools.count()
@@ -286,6 +287,8 @@ class _Capture:
         self.shape_env: Any = None
         self.accumulates = False
         self.graph_outputs: list[Any] | None = None
+        #: The sources of the globals and program attributes whose values the trace fixed.
+        self.fixed_values: list[str] = []
 
     def __call__(self, gm: torch.fx.GraphModule, examples: list[Any]) -> Callable[..., Any]:
         from torch._functorch import config as functorch_config
@@ -305,6 +308,7 @@ class _Capture:
             getattr(context, "fw_metadata", None), [name for _, name in self.sources], self.names
         )
         self.shape_env = context.fake_mode.shape_env if context is not None else None
+        self.fixed_values = _fixed_values(context)
 
         def first_call(*args: Any) -> Any:
             outputs = compiled(*args)
@@ -313,6 +317,20 @@ class _Capture:
             return outputs
 
         return first_call
+
+
+def _fixed_values(context: Any) -> list[str]:
+    """The globals and attributes of the program (``G[...]``) whose values Dynamo fixed in
+    the trace: its ``CONSTANT_MATCH`` and ``EQUALS_MATCH`` guards on them, on which a
+    compiled function would recompile, and which a direct call checks instead."""
+    guards = getattr(getattr(context, "guards_context", None), "dynamo_guards", None)
+    names = {
+        guard.name
+        for guard in guards or ()
+        if guard.create_fn_name() in ("CONSTANT_MATCH", "EQUALS_MATCH")
+        and guard.name.startswith("G['")
+    }
+    return sorted(names)
 
 
 def _source_name(node: torch.fx.Node) -> str:

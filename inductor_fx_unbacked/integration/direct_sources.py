@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import itertools
 import re
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
-from .compiled import CompileError, Signature, function
+from .compiled import SCALAR_TYPES, CompileError, Signature, function
 
 #: Where Dynamo reads an argument's leaf: ``L['leaf3']`` (torch 2.10: ``L['args'][3]``,
 #: the positional arguments of the frame that calls ``flat_fn``).
@@ -44,6 +45,7 @@ def signature_of(
     leaves (``F``) or over the state read from ``fn`` when called (``S``), and each
     of the result's leaves as a graph output, an argument, state or a constant."""
     inputs, state, state_names = [], [], []
+    state_scalars: dict[int, str] = {}
     fakes: list[Any] = []
     fake_sources: list[str] = []
     read_leaves: set[int] = set()
@@ -51,24 +53,42 @@ def signature_of(
         leaf = _LEAF.match(name)
         if leaf is not None:
             index = int(leaf[1] or leaf[2])
-            inputs.append(f"F[{index}]" + name[leaf.end() :])
-            if leaf.end() == len(name):
+            expression = f"F[{index}]" + name[leaf.end() :]
+            whole = leaf.end() == len(name)
+            if whole and _stands_for_a_scalar(example, leaves[index]):
+                read_leaves.add(index)
+                expression = _as_tensor(expression, example)
+            elif whole:
                 read_leaves.add(index)
                 fakes.append(example)
                 fake_sources.append(f"t{index}")
-
-        elif name.startswith("G['fn']"):
-            inputs.append(f"S[{len(state)}]")
-            if isinstance(example, torch.Tensor):
+            inputs.append(expression)
+        elif name.startswith("G['"):
+            # The program's state (``G['fn']``: a module's parameter, a closed-over
+            # tensor) or a global it reads (through the module Dynamo imported it
+            # from): read when called, as Dynamo reads it.
+            expression = f"S[{len(state)}]"
+            (value,) = _read([name], namespace)
+            if _stands_for_a_scalar(example, value):
+                state_scalars[len(state)] = type(value).__name__
+                expression = _as_tensor(expression, example)
+            elif isinstance(value, torch.Tensor):
                 fakes.append(example)
                 fake_sources.append(f"s{len(state)}")
+            elif type(value).__name__ in SCALAR_TYPES:
+                state_scalars[len(state)] = type(value).__name__
+            else:
+                raise CompileError(
+                    f"graph input {node_name} is read from {name}, a {type(value).__name__}: "
+                    "pass it as an argument"
+                )
+            inputs.append(expression)
             state.append(name)
-            state_names.append(_state_name(name))
+            state_names.append(_state_name(name, namespace))
         else:
             raise CompileError(
-                f"graph input {node_name} is read from {name}, not an argument: a tensor or "
-                "module at a script's top level is not part of the program; pass it as an "
-                "argument, or use it from a closure or a module (read when called)"
+                f"graph input {node_name} is read from {name}, not an argument: pass it as "
+                "an argument, or read it from a module, a closure or a global"
             )
     _check_readable(state, namespace)
     # The state the graph reads is checked when called; what the result only
@@ -91,10 +111,12 @@ def signature_of(
             **state_tensors,
         },
         scalars={i: type(v).__name__ for i, v in enumerate(leaves) if not _is_tensor(v)},
+        state_scalars=state_scalars,
         constants={
             i: v for i, v in enumerate(leaves) if i not in read_leaves and not _is_tensor(v)
         },
         guards=_guards(capture.shape_env, fakes, fake_sources),
+        fixed=_fixed(getattr(capture, "fixed_values", []), namespace),
         dynamic=dynamic,
     )
 
@@ -187,6 +209,39 @@ def _meta(value: Any) -> tuple[Any, ...] | None:
     return (value.device, value.dtype, value.dim())
 
 
+#: The values a direct call checks where the trace fixed them.
+_FIXABLE = (int, float, bool, str, type(None))
+
+
+def _fixed(names: list[str], namespace: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """(expression, value, what it is) of each global or program attribute whose plain
+    value (a number, a string, None) the trace fixed, read now."""
+    fixed = []
+    for name in names:
+        try:
+            (value,) = _read([name], namespace)
+        except Exception:  # noqa: BLE001 - Dynamo read it another way; its graph holds it
+            continue
+        if type(value) in _FIXABLE:
+            fixed.append((name, value, _described(name, namespace)))
+    return fixed
+
+
+def _stands_for_a_scalar(example: Any, value: Any) -> bool:
+    """Whether the graph takes a 0-d tensor where the program reads a Python scalar:
+    Dynamo passes a float that it does not specialise so, made when called."""
+    return (
+        isinstance(example, torch.Tensor)
+        and example.dim() == 0
+        and type(value).__name__ in SCALAR_TYPES
+    )
+
+
+def _as_tensor(expression: str, example: torch.Tensor) -> str:
+    """``expression``'s scalar as the 0-d tensor that the graph takes for it."""
+    return f"torch.tensor({expression}, dtype={example.dtype}, device={str(example.device)!r})"
+
+
 def _read(state: list[str], namespace: dict[str, Any]) -> tuple[Any, ...]:
     return function("G", "".join(f"{e}, " for e in state))(namespace)
 
@@ -198,10 +253,43 @@ def _check_readable(state: list[str], namespace: dict[str, Any]) -> None:
         raise CompileError(f"the module's state cannot be read back: {e}") from e
 
 
-def _state_name(expression: str) -> str:
-    """The names in a state's expression (a submodule's, its parameter's), dotted."""
-    parts = re.findall(r"\['([^']+)'\]", expression.removeprefix("G['fn']"))
-    return ".".join(parts) or expression
+def _state_name(expression: str, namespace: dict[str, Any] | None = None) -> str:
+    """The names in a state's expression, dotted: a submodule's and its parameter's
+    (``G['fn']``), or a global's, after the module it is read from (the module that
+    Dynamo imported into the traced frame's ``namespace``)."""
+    program = expression.startswith("G['fn']")
+    parts = re.findall(r"\['([^']+)'\]|\.(\w+)", expression.removeprefix("G['fn']"))
+    names = [a or b for a, b in parts if (a or b) not in ("_modules", "_parameters", "_buffers")]
+    if not program and names:
+        module = (namespace or {}).get(names[0])
+        if isinstance(module, types.ModuleType):
+            names[0] = module.__name__
+    dotted = ".".join(names) or expression
+    return dotted if program else f"global {dotted}"
+
+
+def _described(expression: str, namespace: dict[str, Any]) -> str:
+    """A fixed value's source as its user names it."""
+    name = _state_name(expression, namespace)
+    return name if name.startswith("global ") else f"the program's {name}"
+
+
+#: The name of the traced frame's global that a state's expression starts from.
+_GLOBAL = re.compile(r"G\['([^']+)'\]")
+
+
+def state_namespace(state: list[str], traced_globals: dict[str, Any]) -> dict[str, Any]:
+    """What the state's expressions read when called: the program (``G['fn']``) and
+    the traced frame's globals that they name (the modules whose globals the
+    program reads, as Dynamo imported them there), nothing else of that frame."""
+    names = {"fn"} | {match[1] for e in state if (match := _GLOBAL.match(e))}
+    return {name: traced_globals[name] for name in names if name in traced_globals}
+
+
+def namespace_for(signature: Signature, traced_globals: dict[str, Any]) -> dict[str, Any]:
+    """:func:`state_namespace` of the state and of the values the trace fixed."""
+    fixed = [name for name, _, _ in getattr(signature, "fixed", [])]
+    return state_namespace([*signature.state, *fixed], traced_globals)
 
 
 def check_no_aliasing(fw_metadata: Any, sources: list[str], names: list[str]) -> None:

@@ -100,7 +100,7 @@ def patches() -> list[Patch]:
     from ..codegen import fx_triton as kernels
     from ..codegen import wrapper as w
     from ..codegen import wrapper_fxir as fx
-    from . import aot_config, backend, cpu_mode, fake_values, partitions
+    from . import aot_config, cpu_mode, fake_values, partitions, upstream_graphs
 
     return [
         # Part 1 and 2: the line, and its text.
@@ -116,7 +116,7 @@ def patches() -> list[Patch]:
         replace(FxConverter, kernels._generate_kernel_call),
         # Fake values for meta["val"] leave no pending unbacked symbols behind; a
         # graph of upstream's FX codegen owns the kernels placed for it.
-        wrap(FxConverter, backend.generating, "generate"),
+        wrap(FxConverter, upstream_graphs.generating, "generate"),
         # Symbolic arguments of extern kernels and fallbacks, as nodes; a fallback's
         # keyword arguments.
         wrap(FxConverter, fx.converting_extern_kernel_args, "_generate_extern_kernel_common"),
