@@ -321,15 +321,20 @@ class _Capture:
 
 def _fixed_values(context: Any) -> list[str]:
     """The globals and attributes of the program (``G[...]``) whose values Dynamo fixed in
-    the trace: its ``CONSTANT_MATCH`` and ``EQUALS_MATCH`` guards on them, on which a
-    compiled function would recompile, and which a direct call checks instead."""
+    the trace: its ``CONSTANT_MATCH`` and ``EQUALS_MATCH`` guards on them (and
+    ``SEQUENCE_LENGTH``, as ``len(...)``), on which a compiled function would
+    recompile, and which a direct call checks instead."""
     guards = getattr(getattr(context, "guards_context", None), "dynamo_guards", None)
-    names = {
-        guard.name
-        for guard in guards or ()
-        if guard.create_fn_name() in ("CONSTANT_MATCH", "EQUALS_MATCH")
-        and guard.name.startswith("G['")
-    }
+    names = set()
+    for guard in guards or ():
+        name, kind = guard.name, guard.create_fn_name()
+        # ``tree_leaves`` is the direct call's own helper (``_flat_function``).
+        if not name.startswith("G['") or name.startswith("G['tree_leaves']"):
+            continue
+        if kind in ("CONSTANT_MATCH", "EQUALS_MATCH"):
+            names.add(name)
+        elif kind == "SEQUENCE_LENGTH":
+            names.add(f"len({name})")
     return sorted(names)
 
 

@@ -12,6 +12,7 @@ from where the trace's result found each of them.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 import types
@@ -222,9 +223,17 @@ def _fixed(names: list[str], namespace: dict[str, Any]) -> list[tuple[str, Any, 
             (value,) = _read([name], namespace)
         except Exception:  # noqa: BLE001 - Dynamo read it another way; its graph holds it
             continue
-        if type(value) in _FIXABLE:
-            fixed.append((name, value, _described(name, namespace)))
+        if _plain(value):
+            # A copy: a list updated in place must not look the same as the one fixed.
+            fixed.append((name, copy.deepcopy(value), _described(name, namespace)))
     return fixed
+
+
+def _plain(value: Any) -> bool:
+    """A number, a string, None, or a list or tuple of them (as nested)."""
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    return type(value) in _FIXABLE
 
 
 def _stands_for_a_scalar(example: Any, value: Any) -> bool:
@@ -258,20 +267,23 @@ def _state_name(expression: str, namespace: dict[str, Any] | None = None) -> str
     (``G['fn']``), or a global's, after the module it is read from (the module that
     Dynamo imported into the traced frame's ``namespace``)."""
     program = expression.startswith("G['fn']")
-    parts = re.findall(r"\['([^']+)'\]|\.(\w+)", expression.removeprefix("G['fn']"))
-    names = [a or b for a, b in parts if (a or b) not in ("_modules", "_parameters", "_buffers")]
+    parts = re.findall(r"\['([^']+)'\]|\.(\w+)|(\[\d+\])", expression.removeprefix("G['fn']"))
+    names = [a or b or c for a, b, c in parts]
+    names = [n for n in names if n not in ("_modules", "_parameters", "_buffers")]
     if not program and names:
         module = (namespace or {}).get(names[0])
         if isinstance(module, types.ModuleType):
             names[0] = module.__name__
-    dotted = ".".join(names) or expression
+    dotted = ".".join(names).replace(".[", "[") or expression
     return dotted if program else f"global {dotted}"
 
 
 def _described(expression: str, namespace: dict[str, Any]) -> str:
     """A fixed value's source as its user names it."""
-    name = _state_name(expression, namespace)
-    return name if name.startswith("global ") else f"the program's {name}"
+    inner = expression.removeprefix("len(").removesuffix(")")
+    name = _state_name(inner, namespace)
+    name = name if name.startswith("global ") else f"the program's {name}"
+    return f"the length of {name}" if inner != expression else name
 
 
 #: The name of the traced frame's global that a state's expression starts from.
@@ -282,7 +294,7 @@ def state_namespace(state: list[str], traced_globals: dict[str, Any]) -> dict[st
     """What the state's expressions read when called: the program (``G['fn']``) and
     the traced frame's globals that they name (the modules whose globals the
     program reads, as Dynamo imported them there), nothing else of that frame."""
-    names = {"fn"} | {match[1] for e in state if (match := _GLOBAL.match(e))}
+    names = {"fn"} | {match[1] for e in state if (match := _GLOBAL.match(e.removeprefix("len(")))}
     return {name: traced_globals[name] for name in names if name in traced_globals}
 
 

@@ -21,15 +21,16 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 THRESHOLD = 0.5
 SCALE = torch.arange(1.0, 9.0)
+KEPT_COLUMNS = [0, 2]
 
 
 @pytest.fixture(autouse=True)
 def module_globals():
     """Each test starts from the globals as written, and leaves them so."""
-    global THRESHOLD, SCALE
-    THRESHOLD, SCALE = 0.5, torch.arange(1.0, 9.0).to(DEVICE)
+    global THRESHOLD, SCALE, KEPT_COLUMNS
+    THRESHOLD, SCALE, KEPT_COLUMNS = 0.5, torch.arange(1.0, 9.0).to(DEVICE), [0, 2]
     yield
-    THRESHOLD, SCALE = 0.5, torch.arange(1.0, 9.0)
+    THRESHOLD, SCALE, KEPT_COLUMNS = 0.5, torch.arange(1.0, 9.0), [0, 2]
 
 
 def over_threshold(x):
@@ -140,3 +141,24 @@ def test_a_module_switched_to_training_after_compile_is_refused_by_name():
     model.eval()
     with torch.no_grad():
         assert torch.equal(artifact(x), model(x))
+
+
+def rows_over_threshold_in_kept_columns(x):
+    kept = x[:, KEPT_COLUMNS]
+    return kept[kept[:, 0] > 0]
+
+
+def test_a_global_list_updated_in_place_after_compile_is_refused():
+    """The trace fixed the list's contents; the same list, changed in place, is not
+    what it fixed."""
+    x = torch.randn(6, 4).to(DEVICE)
+    artifact = ifx.compile(rows_over_threshold_in_kept_columns, x)
+    assert torch.equal(artifact(x), rows_over_threshold_in_kept_columns(x))
+    KEPT_COLUMNS[1] = 1
+    with pytest.raises(ifx.InputError, match=r"KEPT_COLUMNS\[1\] is 1; the trace fixed it at 2"):
+        artifact(x)
+    KEPT_COLUMNS[1] = 2
+    assert torch.equal(artifact(x), rows_over_threshold_in_kept_columns(x))
+    KEPT_COLUMNS.append(3)
+    with pytest.raises(ifx.InputError, match=r"length of global .*KEPT_COLUMNS is 3; .* at 2"):
+        artifact(x)
