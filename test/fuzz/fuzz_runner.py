@@ -3,7 +3,8 @@
 Each program runs eager on every input, then in each of :data:`MODES`: through
 ``torch.compile(backend="inductor")`` inside ``ifx.fx_backend(device,
 sync_free=True)`` and ``sync_free=False``, and through ``ifx.compile`` (compiled on
-the first input, called on all). A mode's outcome is one of:
+the first input, called on all), with ``dynamic`` False and True. A mode's outcome
+is one of:
 
 - ``ok``: every result equals eager's (:func:`compare`: shapes and dtypes exact,
   values within ``torch.testing.assert_close``'s tolerance for the dtype, four times
@@ -47,7 +48,7 @@ from fuzz_programs import generate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODES = ("compile-sync-free", "compile-sync", "direct")
+MODES = ("compile-sync-free", "compile-sync", "direct", "direct-dynamic")
 #: Marks the worker's result lines among whatever else reaches its stdout.
 RESULT = "FUZZ-RESULT "
 #: Starts the worker's stderr line that names the mode it runs.
@@ -189,9 +190,9 @@ def run_program(program, device: str) -> dict:
             compiled = torch.compile(fn, backend="inductor")
             return [compiled(*case) for case in cases]
 
-    def direct():
+    def direct(dynamic: bool = False):
         torch._dynamo.reset()
-        artifact = ifx.compile(fn, *cases[0])
+        artifact = ifx.compile(fn, *cases[0], dynamic=dynamic)
         return [artifact(*case) for case in cases]
 
     computed_in = lowest_precision([fn, *cases[0]])
@@ -199,6 +200,7 @@ def run_program(program, device: str) -> dict:
         "compile-sync-free": lambda: compiled_with(True),
         "compile-sync": lambda: compiled_with(False),
         "direct": direct,
+        "direct-dynamic": lambda: direct(dynamic=True),
     }
     # On CPU, exp through tl.math: Triton's interpreter has no libdevice.
     fast_math = device == "cpu"
@@ -286,8 +288,8 @@ if __name__ == "__main__":
     fn = program.to(device) if isinstance(program, torch.nn.Module) else program
     cases = [tuple(t.to(device) for t in case) for case in INPUTS]
     expected = [fn(*case) for case in cases]
-    if mode == "direct":
-        artifact = ifx.compile(fn, *cases[0])
+    if mode.startswith("direct"):
+        artifact = ifx.compile(fn, *cases[0], dynamic=mode == "direct-dynamic")
         actual = [artifact(*case) for case in cases]
     else:
         with ifx.fx_backend(device, sync_free=mode == "compile-sync-free"):
