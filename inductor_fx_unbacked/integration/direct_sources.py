@@ -69,6 +69,7 @@ def signature_of(
             # tensor) or a global it reads (through the module Dynamo imported it
             # from): read when called, as Dynamo reads it.
             expression = f"S[{len(state)}]"
+            _check_readable([name], namespace)
             (value,) = _read([name], namespace)
             if _stands_for_a_scalar(example, value):
                 state_scalars[len(state)] = type(value).__name__
@@ -78,6 +79,9 @@ def signature_of(
                 fake_sources.append(f"s{len(state)}")
             elif type(value).__name__ in SCALAR_TYPES:
                 state_scalars[len(state)] = type(value).__name__
+                if isinstance(example, (torch.SymInt, torch.SymFloat)):  # its guards too
+                    fakes.append(example)
+                    fake_sources.append(f"s{len(state)}")
             else:
                 raise CompileError(
                     f"graph input {node_name} is read from {name}, a {type(value).__name__}: "
