@@ -46,6 +46,7 @@ def signature_of(
     leaves (``F``) or over the state read from ``fn`` when called (``S``), and each
     of the result's leaves as a graph output, an argument, state or a constant."""
     inputs, state, state_names = [], [], []
+    state_values: list[Any] = []
     state_scalars: dict[int, str] = {}
     fakes: list[Any] = []
     fake_sources: list[str] = []
@@ -69,8 +70,7 @@ def signature_of(
             # tensor) or a global it reads (through the module Dynamo imported it
             # from): read when called, as Dynamo reads it.
             expression = f"S[{len(state)}]"
-            _check_readable([name], namespace)
-            (value,) = _read([name], namespace)
+            value = _read_back(name, namespace)
             if _stands_for_a_scalar(example, value):
                 state_scalars[len(state)] = type(value).__name__
                 expression = _as_tensor(expression, example)
@@ -89,16 +89,16 @@ def signature_of(
                 )
             inputs.append(expression)
             state.append(name)
+            state_values.append(value)
             state_names.append(_state_name(name, namespace))
         else:
             raise CompileError(
                 f"graph input {node_name} is read from {name}, not an argument: pass it as "
                 "an argument, or read it from a module, a closure or a global"
             )
-    _check_readable(state, namespace)
     # The state the graph reads is checked when called; what the result only
     # returns as it is (appended below) is not.
-    state_tensors = {f"S[{k}]": _meta(v) for k, v in enumerate(_read(state, namespace)) if _meta(v)}
+    state_tensors = {f"S[{k}]": _meta(v) for k, v in enumerate(state_values) if _meta(v)}
     outputs, output_constants = _result_sources(
         capture.graph_outputs or [], traced, expected, leaves, fn, namespace, state, state_names
     )
@@ -229,7 +229,7 @@ def _fixed(names: list[str], namespace: dict[str, Any]) -> list[tuple[str, Any, 
             continue
         if _plain(value):
             # A copy: a list updated in place must not look the same as the one fixed.
-            fixed.append((name, copy.deepcopy(value), _described(name, namespace)))
+            fixed.append((name, copy.deepcopy(value), _fixed_name(name, namespace)))
     return fixed
 
 
@@ -259,11 +259,13 @@ def _read(state: list[str], namespace: dict[str, Any]) -> tuple[Any, ...]:
     return function("G", "".join(f"{e}, " for e in state))(namespace)
 
 
-def _check_readable(state: list[str], namespace: dict[str, Any]) -> None:
+def _read_back(expression: str, namespace: dict[str, Any]) -> Any:
+    """The state at ``expression``, read as a call will read it."""
     try:
-        _read(state, namespace)
+        (value,) = _read([expression], namespace)
     except Exception as e:  # noqa: BLE001 - named in the error
         raise CompileError(f"the module's state cannot be read back: {e}") from e
+    return value
 
 
 def _state_name(expression: str, namespace: dict[str, Any] | None = None) -> str:
@@ -282,7 +284,7 @@ def _state_name(expression: str, namespace: dict[str, Any] | None = None) -> str
     return dotted if program else f"global {dotted}"
 
 
-def _described(expression: str, namespace: dict[str, Any]) -> str:
+def _fixed_name(expression: str, namespace: dict[str, Any]) -> str:
     """A fixed value's source as its user names it."""
     inner = expression.removeprefix("len(").removesuffix(")")
     name = _state_name(inner, namespace)
@@ -294,18 +296,16 @@ def _described(expression: str, namespace: dict[str, Any]) -> str:
 _GLOBAL = re.compile(r"G\['([^']+)'\]")
 
 
-def state_namespace(state: list[str], traced_globals: dict[str, Any]) -> dict[str, Any]:
-    """What the state's expressions read when called: the program (``G['fn']``) and
-    the traced frame's globals that they name (the modules whose globals the
-    program reads, as Dynamo imported them there), nothing else of that frame."""
-    names = {"fn"} | {match[1] for e in state if (match := _GLOBAL.match(e.removeprefix("len(")))}
-    return {name: traced_globals[name] for name in names if name in traced_globals}
-
-
 def namespace_for(signature: Signature, traced_globals: dict[str, Any]) -> dict[str, Any]:
-    """:func:`state_namespace` of the state and of the values the trace fixed."""
-    fixed = [name for name, _, _ in getattr(signature, "fixed", [])]
-    return state_namespace([*signature.state, *fixed], traced_globals)
+    """What the state's and the fixed values' expressions read when called: the
+    program (``G['fn']``) and the traced frame's globals that they name (the modules
+    whose globals the program reads, as Dynamo imported them there), nothing else of
+    that frame."""
+    expressions = [*signature.state, *(name for name, _, _ in getattr(signature, "fixed", []))]
+    names = {"fn"} | {
+        match[1] for e in expressions if (match := _GLOBAL.match(e.removeprefix("len(")))
+    }
+    return {name: traced_globals[name] for name in names if name in traced_globals}
 
 
 def check_no_aliasing(fw_metadata: Any, sources: list[str], names: list[str]) -> None:

@@ -77,7 +77,7 @@ _LIMIT = 2**31 - BLOCK
 #: The most elements the kernels take; larger inputs go to ATen's operators. On a
 #: small input ATen's host path is most of the time and the kernels win (1M
 #: elements, H200); on 64M and 256M their device time is 1.9 times ATen's
-#: (``benchmarks/results/2026-12-03-h200-realistic.md``), which the host path no
+#: (``benchmarks/results/2026-12-03-h200-realistic-39f8f68.md``), which the host path no
 #: longer pays back. The crossover between was not measured: ``benchmarks.compaction
 #: --n N`` measures a size.
 LARGEST = 1 << 22
