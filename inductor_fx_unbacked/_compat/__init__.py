@@ -182,6 +182,9 @@ def graph_pickler_options() -> Any:
     return _graph_pickler.Options(ops_filter=None)
 
 
+# Launch grids as expressions (``grids.py``).
+from .grids import YZ_DIVISOR, YZ_OVERFLOW_GRID_DIVIDES_BY_ZERO, eval_grid  # noqa: E402,F401
+
 # The runner's own kernels: compiled and launched as Inductor's (``launching.py``).
 from .launching import (  # noqa: E402,F401
     load_static_launcher,
@@ -248,13 +251,6 @@ def graph_root(graph: torch.fx.Graph) -> torch.fx.Node:
 def rename_node(node: torch.fx.Node, name: str) -> None:
     """Rename ``node``, keeping names unique in its graph (``Node._rename``)."""
     node._rename(name)
-
-
-def eval_grid(inductor_meta: dict[str, Any], config: Any, values: dict[str, Any]) -> Any:
-    """A kernel's launch grid for ``config`` and argument ``values``, as expressions."""
-    from torch._inductor.runtime.triton_heuristics import GridExpr
-
-    return GridExpr.from_meta(inductor_meta, config).eval_slow(values)
 
 
 def format_kernel_definition(name: str, body: str, metadata: Any) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
-from torch._inductor.codecache import LambdaFuture, PyCodeCache
+from torch._inductor.codecache import CodeCacheFuture, PyCodeCache
 from torch._inductor.codegen.wrapper import KernelCallLine
 
 from .kernels import KernelSource, converted_kernels
@@ -73,7 +73,7 @@ def kernel_function(key: str) -> Callable[..., Any]:
     if function is None:
         source = kernel_source(key)
         function = getattr(PyCodeCache.load(source.module_code), source.kernel_name)
-        if isinstance(function, LambdaFuture):
+        if isinstance(function, CodeCacheFuture):
             function = function.result()
         _functions[key] = function
     return function

@@ -27,7 +27,7 @@ from torch._higher_order_ops.triton_kernel_wrap import (
     triton_kernel_wrapper_mutation,
 )
 from torch._inductor import config, ir
-from torch._inductor.codecache import LambdaFuture, PyCodeCache
+from torch._inductor.codecache import CodeCacheFuture, PyCodeCache
 from torch._inductor.codegen.triton_utils import should_unwrap_unspec_arg
 from torch._inductor.codegen.wrapper import KernelCallLine, KernelDefinitionLine, SymbolicCallArg
 from torch._inductor.codegen.wrapper_fxir import TritonKernel, replace_floor_div
@@ -127,7 +127,10 @@ def load_kernel(source: KernelSource) -> tuple[CachingAutotuner, Any]:
 
     module = PyCodeCache.load(source.module_code)
     tuner = getattr(module, source.kernel_name)
-    if isinstance(tuner, LambdaFuture):
+    # With Inductor's compile workers warm, a kernel is a future: a compile in a
+    # worker (``LambdaFuture``), or a statically launchable autotuner that an
+    # earlier cache hit of this process left (``StaticAutotunerFuture``).
+    if isinstance(tuner, CodeCacheFuture):
         tuner = tuner.result()
     if not isinstance(tuner, CachingAutotuner):
         raise NotImplementedError(

@@ -8,6 +8,10 @@ places where upstream's kernel text is wrong for such a length.
   Newer releases keep every mask of a block narrower than a warp.
 - The split scan's look-back helper takes the block's index in the kernel's index
   dtype, and does not compile with int64 (below).
+
+And one in its launcher: a 2-D kernel whose y range is an unbacked row count
+(a selection's rows, tiled) divides by zero for an empty selection on torch 2.10
+and 2.11 (:func:`launching_empty_yz_overflow_grids`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,31 @@ from typing import Any
 from torch._inductor.virtualized import V
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+from .. import _compat
 from .reductions import graph_compiles_with_fx_wrapper
+
+
+def launching_empty_yz_overflow_grids(generate: Callable[..., None]) -> Callable[..., None]:
+    """Wrap ``Grid2DWithYZOverflow.generate``, on releases where it divides by zero
+    (``_compat.YZ_OVERFLOW_GRID_DIVIDES_BY_ZERO``): the launcher's y count gets the
+    guard that newer releases give it. Such a grid's z count is the number of y
+    ranges of at most the device's y limit, 0 exactly when the y range is empty;
+    its y count divides by it. With the guard an empty y range launches no program,
+    which is what the kernel computes for it; every other grid is unchanged.
+
+    The same launcher serves Inductor's Python wrapper, which the guard only
+    keeps from raising ``ZeroDivisionError`` on an empty range."""
+
+    @functools.wraps(generate)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        generate(self, *args, **kwargs)
+        if isinstance(self.y_grid, str):
+            if self.mode == "python":
+                self.y_grid = f"(0 if {_compat.YZ_DIVISOR} == 0 else {self.y_grid})"
+            else:
+                self.y_grid = f"({_compat.YZ_DIVISOR} == 0 ? 0 : {self.y_grid})"
+
+    return wrapper
 
 
 def masking_lengths_that_may_be_0(

@@ -91,8 +91,10 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
     from torch._inductor.graph import GraphLowering
+    from torch._inductor.runtime.triton_heuristics import Grid2DWithYZOverflow
     from torch._subclasses import fake_impls
 
+    from .. import _compat
     from ..codegen import check_lines, indexing, masked_reductions, reductions, triton_kernels
     from ..codegen import fx_checks as checks
     from ..codegen import fx_control as control
@@ -177,6 +179,18 @@ def patches() -> list[Patch]:
         wrap(fake_impls, fake_values.unique_indices_as_int64, "_unique"),
         # User Triton kernels in the CPU mode: Dynamo traces interpreted kernels.
         wrap(VariableBuilder, cpu_mode.tracing_interpreted_kernels, "_wrap"),
+        # Launchers of 2-D kernels over an empty y range (2.10, 2.11).
+        *(
+            [
+                wrap(
+                    Grid2DWithYZOverflow,
+                    triton_kernels.launching_empty_yz_overflow_grids,
+                    "generate",
+                )
+            ]
+            if _compat.YZ_OVERFLOW_GRID_DIVIDES_BY_ZERO
+            else []
+        ),
     ]
 
 

@@ -28,7 +28,10 @@ CI_SEEDS = range(30)
 #: values counted wrong on the GPU (2026-12-03, two); a float32 sum over selected rows
 #: of ``pow(0.5)`` off by 0.07 in one column with ``sync_free=False`` and the direct
 #: call, in a worker that had compiled about 110 programs first (2026-12-03, undiagnosed:
-#: right on CPU and right there with the sync-free rewrite).
+#: right on CPU and right there with the sync-free rewrite; the column's sum is exactly
+#: eager's with its last element's square root taken twice); and a 2-D kernel over the
+#: rows of an empty selection, whose grid divided by zero with ``dynamic=True``
+#: (2026-12-03, two of six seeds; GPU only, where Inductor tiles it).
 FOUND_SEEDS = (
     1796310348,
     1796310482,
@@ -40,6 +43,8 @@ FOUND_SEEDS = (
     1796311109,
     1796311117,
     1796320308,
+    1796337366,
+    1796337387,
 )
 #: ``digest(range(300))``: the generator's text for these seeds. It does not depend
 #: on torch (every value is a literal drawn from Python's ``random``); change it

@@ -10,8 +10,10 @@ one process and across processes (``cache_scenario.py`` run as a script).
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,26 @@ class TestWarmStart:
         second = cache_scenario.compile_and_run("fx", DEVICE)
         assert_compiled_fx(second)
         assert hits(second) >= 1
+
+    @pytest.mark.skipif(DEVICE != "cuda", reason="statically launchable kernels need a GPU")
+    def test_same_process_with_compile_workers_ready(self, cache_dirs, caplog):
+        # Once Inductor's compile workers are up (a process that has compiled for a
+        # while), a cache hit leaves each statically launchable kernel in memory as
+        # a future, and the restore's import of the kernel gets that future.
+        from torch._inductor.async_compile import AsyncCompile
+
+        if not AsyncCompile.use_process_pool() and torch._inductor.config.compile_threads <= 1:
+            pytest.skip("Inductor compiles in this process only (compile_threads is 1)")
+        deadline = time.monotonic() + 120
+        while not AsyncCompile.use_process_pool():
+            assert time.monotonic() < deadline, "Inductor's compile workers did not start"
+            time.sleep(0.1)
+        assert_compiled_fx(cache_scenario.compile_and_run("fx", DEVICE))
+        with caplog.at_level(logging.WARNING, logger="inductor_fx_unbacked"):
+            second = cache_scenario.compile_and_run("fx", DEVICE)
+        assert_compiled_fx(second)
+        assert hits(second) >= 1
+        assert "Could not restore" not in caplog.text
 
     def test_new_process(self, cache_dirs):
         # On a GPU both in new processes, as users run them: a test worker's
