@@ -249,6 +249,19 @@ def sort_kept(probs):
     return torch.sort(probs[probs > 0.5], descending=True, stable=True)
 
 
+def best_valid_action(q, valid):
+    """Written from masked action selection in reinforcement learning and constrained decoding: the best of the allowed actions (`q[valid].argmax()`), as an index into all of them."""  # noqa: E501
+    allowed = valid.nonzero().squeeze(1)
+    return allowed.index_select(0, q[valid].argmax().view(1))
+
+
+def actions_inputs(device: str, dims: Mapping[str, int], draw: int) -> tuple[Any, ...]:
+    """Normal action values, 30% of them allowed (draw 0) or 60% (draw 1)."""
+    g = generator(device, 110 + draw)
+    q = torch.randn(dims["n"], generator=g, device=device)
+    return q, torch.rand(dims["n"], generator=g, device=device) < (0.3, 0.6)[draw]
+
+
 # Graphs and compaction.
 
 
@@ -396,6 +409,13 @@ PROGRAMS = [
         "sort_kept",
         sort_kept,
         scores_inputs,
+        sizes(elements(4 * M), elements(64 * M)),
+        sizes(elements(1000), elements(4000)),
+    ),
+    Program(
+        "best_valid_action",
+        best_valid_action,
+        actions_inputs,
         sizes(elements(4 * M), elements(64 * M)),
         sizes(elements(1000), elements(4000)),
     ),
