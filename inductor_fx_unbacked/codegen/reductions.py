@@ -50,6 +50,7 @@ from torch.utils._sympy.functions import CeilDiv, FloorDiv, ModularIndexing
 from torch.utils._sympy.value_ranges import bound_sympy
 
 from .. import _compat
+from . import arg_reductions
 from .wrapper_fxir import registered_wrapper_is_fx
 
 #: The size the heuristic is asked about, for the chunk layout, where a length
@@ -93,12 +94,21 @@ def splits_unbacked_length(
     """Whether a reduction is one these wrappers split: over a length with an
     unbacked symbol, into outputs of a length without one, under the FX wrapper."""
     return (
-        config.split_reductions
         # A scan has a split kernel of its own; a dot is a matmul; an arg
-        # reduction keeps its index in one program (upstream asserts no split).
-        and reduction_type != "scan"
+        # reduction keeps its index in one program (upstream asserts no split),
+        # and is chunked by ``arg_reductions.py`` instead.
+        reduction_type != "scan"
         and reduction_type != "dot"
         and not reduction_type.startswith(("argmax", "argmin"))
+        and splits_over_unbacked_length(device, length, ranges)
+    )
+
+
+def splits_over_unbacked_length(device: torch.device, length: Any, ranges: Sequence[Any]) -> bool:
+    """Whether a reduction of any type over ``length`` into ``ranges`` is split here:
+    the length has an unbacked symbol and the outputs none, under the FX wrapper."""
+    return (
+        config.split_reductions
         and not _compat.strict_reduction_numerics()
         and bool(free_unbacked_symbols(length))
         and not free_unbacked_symbols(ranges)
@@ -234,6 +244,13 @@ def chunking_unbacked_inner_reductions(create: Any) -> classmethod:
             # Up to CHUNK elements are one program at most: upstream's split then.
             if split > 1 and hint == ReductionHint.INNER and (bound is None or bound > CHUNK):
                 return _chunked(cls, call, length, split, hint)
+        elif (
+            cls is Reduction
+            and arg_reductions.is_chunked(call["reduction_type"], call["src_dtype"])
+            and splits_over_unbacked_length(call["device"], length, call["ranges"])
+            and (length_bound(length) or CHUNK + 1) > CHUNK
+        ):
+            return arg_reductions.chunked(cls, call, length, CHUNK, upstream)
         return upstream(cls, *args, **kwargs)
 
     return classmethod(wrapper)

@@ -332,6 +332,16 @@ def interpreter_patches() -> list[Patch]:
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))
+    # NaN in argmax/argmin: Inductor's combines use ``not``, which the interpreter
+    # takes for the whole block.
+    from torch._inductor.runtime import triton_helpers
+
+    from . import cpu_index_combines
+
+    table += [
+        replace(triton_helpers, getattr(cpu_index_combines, name), name)
+        for name in ("maximum_with_index", "minimum_with_index")
+    ]
     # Inductor's cache keys ask the stand-in target's backend for its options.
     if _compat.INDUCTOR_KEYS_EXTERN_LIBS and _compat.TRITON_WARNS_UNSET_FP_FUSION:
         from torch.utils import _triton as torch_triton
