@@ -31,15 +31,13 @@ Why the result is the operator's, element for element:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sympy
 import torch
 from torch._inductor.ir import Pointwise, Reduction, ReductionHint
 from torch._inductor.virtualized import ops
-from torch.utils._sympy.functions import CeilDiv
-
-from .. import _compat
 
 #: The best value a chunk holds, for each arg reduction.
 VALUE_REDUCTION = {"argmax": "max", "argmin": "min"}
@@ -54,27 +52,19 @@ def is_chunked(reduction_type: str, src_dtype: torch.dtype) -> bool:
 def chunked(
     cls: type[Reduction],
     call: dict[str, Any],
-    length: sympy.Expr,
+    programs: sympy.Expr,
+    loader: Callable[..., Any],
     chunk: int,
     create: Any,
 ) -> Any:
-    """``call`` (``Reduction.create``'s arguments, an arg reduction over ``length``)
-    as the module docstring says; ``create`` is upstream's ``create``, called
-    directly for the reduction over the chunks (which must not be chunked again)."""
+    """``call`` (``Reduction.create``'s arguments, an arg reduction) as the module
+    docstring says, over ``programs`` chunks of ``chunk`` elements that ``loader``
+    reads (the reduction's default past the length's end); ``create`` is upstream's
+    ``create``, called directly for the reduction over the chunks (which must not
+    be chunked again)."""
     kind = call["reduction_type"]
     device, src_dtype, ranges = call["device"], call["src_dtype"], list(call["ranges"])
     size = sympy.Integer(chunk)
-    programs = CeilDiv(length, size)
-    loader = _compat.multilayer_wrap_loader(
-        cls,
-        call["inner_fn"],
-        call["reduction_ranges"],
-        length,
-        programs,
-        size,
-        cls.default_accumulator(kind, src_dtype),
-        call["input_node"],
-    )
 
     def per_chunk(reduction_type: str, dtype: torch.dtype) -> Any:
         result = cls.create(

@@ -248,9 +248,11 @@ def chunking_unbacked_inner_reductions(create: Any) -> classmethod:
             cls is Reduction
             and arg_reductions.is_chunked(call["reduction_type"], call["src_dtype"])
             and splits_over_unbacked_length(call["device"], length, call["ranges"])
-            and (length_bound(length) or CHUNK + 1) > CHUNK
+            and ((bound := length_bound(length)) is None or bound > CHUNK)
         ):
-            return arg_reductions.chunked(cls, call, length, CHUNK, upstream)
+            default = cls.default_accumulator(call["reduction_type"], call["src_dtype"])
+            programs, loader = _chunk_loader(cls, call, length, default)
+            return arg_reductions.chunked(cls, call, programs, loader, CHUNK, upstream)
         return upstream(cls, *args, **kwargs)
 
     return classmethod(wrapper)
@@ -281,6 +283,29 @@ def _chunked(
     ``create``."""
     if call["reduction_hint"] != ReductionHint.DEFAULT:
         hint = call["reduction_hint"]
+    default = cls.default_value(call["reduction_type"], call["dst_dtype"])
+    programs, loader = _chunk_loader(cls, call, length, default)
+    return cls.create_multilayer_helper(
+        call["device"],
+        call["dst_dtype"],
+        call["src_dtype"],
+        loader,
+        call["ranges"],
+        call["reduction_ranges"],
+        [*call["ranges"], programs],
+        [sympy.Integer(CHUNK)],
+        call["reduction_type"],
+        split,
+        hint,
+    )
+
+
+def _chunk_loader(
+    cls: type[Reduction], call: dict[str, Any], length: sympy.Expr, default: Any
+) -> tuple[sympy.Expr, Callable[..., Any]]:
+    """The number of ``CHUNK``-element chunks of ``length``, and the loader of
+    ``call``'s reduction (``create``'s arguments) over them: element ``r`` of chunk
+    ``c`` is element ``c * CHUNK + r`` of the length, ``default`` past its end."""
     chunk = sympy.Integer(CHUNK)
     programs = CeilDiv(length, chunk)
     loader = _compat.multilayer_wrap_loader(
@@ -290,22 +315,10 @@ def _chunked(
         length,
         programs,
         chunk,
-        cls.default_value(call["reduction_type"], call["dst_dtype"]),
+        default,
         call["input_node"],
     )
-    return cls.create_multilayer_helper(
-        call["device"],
-        call["dst_dtype"],
-        call["src_dtype"],
-        loader,
-        call["ranges"],
-        call["reduction_ranges"],
-        [*call["ranges"], programs],
-        [chunk],
-        call["reduction_type"],
-        split,
-        hint,
-    )
+    return programs, loader
 
 
 def unflattening_unbacked_sizes(dynamic_reshape_indexer: Any) -> classmethod:

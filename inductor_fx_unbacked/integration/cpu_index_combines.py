@@ -17,22 +17,21 @@ import triton.language as tl
 
 
 @triton.jit
-def maximum_with_index(a_value, a_index, b_value, b_index):
-    # a wins: it is larger, or NaN against a number, or ties (NaN with NaN too)
+def _first_best(a_value, a_index, b_value, b_index, a_better):
+    # a wins: it is better, or NaN against a number, or ties (NaN with NaN too)
     # at a lower index.
     a_nan = a_value != a_value
-    b_nan = b_value != b_value
-    better = (a_value > b_value) | (a_nan & (b_value == b_value))
-    tied = (a_value == b_value) | (a_nan & b_nan)
+    better = a_better | (a_nan & (b_value == b_value))
+    tied = (a_value == b_value) | (a_nan & (b_value != b_value))
     a_wins = better | (tied & (a_index < b_index))
     return tl.where(a_wins, a_value, b_value), tl.where(a_wins, a_index, b_index)
 
 
 @triton.jit
+def maximum_with_index(a_value, a_index, b_value, b_index):
+    return _first_best(a_value, a_index, b_value, b_index, a_value > b_value)
+
+
+@triton.jit
 def minimum_with_index(a_value, a_index, b_value, b_index):
-    a_nan = a_value != a_value
-    b_nan = b_value != b_value
-    better = (a_value < b_value) | (a_nan & (b_value == b_value))
-    tied = (a_value == b_value) | (a_nan & b_nan)
-    a_wins = better | (tied & (a_index < b_index))
-    return tl.where(a_wins, a_value, b_value), tl.where(a_wins, a_index, b_index)
+    return _first_best(a_value, a_index, b_value, b_index, a_value < b_value)
