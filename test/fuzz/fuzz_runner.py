@@ -63,6 +63,13 @@ FATAL_DEVICE_ERRORS = (
 )
 
 
+def is_half(dtype) -> bool:
+    """Whether ``dtype`` is a half-precision float, which Inductor computes in float32."""
+    import torch
+
+    return dtype in (torch.float16, torch.bfloat16)
+
+
 def tolerance(dtype, reduces: bool, computed_in=None) -> dict:
     """``assert_close``'s tolerances for ``dtype`` (exact for integers and bool), or for
     ``computed_in`` where that is looser (eager rounds every intermediate to the
@@ -80,7 +87,7 @@ def tolerance(dtype, reduces: bool, computed_in=None) -> dict:
     rtol, atol = defaults.get(dtype, (1e-7, 1e-7))
     if computed_in is not None and computed_in in defaults:
         rtol, atol = max(rtol, defaults[computed_in][0]), max(atol, defaults[computed_in][1])
-    if {dtype, computed_in} & {torch.float16, torch.bfloat16}:
+    if is_half(dtype) or is_half(computed_in):
         # Low precision: a difference of values of order 1 that cancel (log_softmax near
         # 0) is one rounding of the operands, not of the result.
         atol = max(atol, rtol)
@@ -107,7 +114,7 @@ def in_float32(value):
     module copied and converted; anything else as it is."""
     import torch
 
-    if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
+    if isinstance(value, torch.Tensor) and is_half(value.dtype):
         return value.float()
     if isinstance(value, torch.nn.Module):
         return copy.deepcopy(value).float()
@@ -235,7 +242,7 @@ def run_program(program, device: str) -> dict:
         return [artifact(*case) for case in cases]
 
     computed_in = lowest_precision([fn, *cases[0]])
-    half = computed_in in (torch.float16, torch.bfloat16)
+    half = is_half(computed_in)
     in_float = reference_in_float(fn, cases, expected) if half else None
     runs = {
         "compile-sync-free": lambda: compiled_with(True),
