@@ -14,18 +14,24 @@ the mask selects single elements or rows of at least ``MIN_ROW`` elements
 the decomposition here writes ``x[mask]`` as ATen does inside ``index``: each mask
 of ``k`` dimensions becomes the ``k`` columns of ``nonzero(mask)``, which index
 the same dimensions of ``x``. ``nonzero`` is Inductor's own fallback and binds
-the unbacked symbol of the selection's length, as ``index`` did. Other
-wrappers keep upstream's table.
+the unbacked symbol of the selection's length, as ``index`` did. A mask's
+``nonzero`` is traced once per graph (:func:`nonzero_once`): ``x[m]``, ``y[m]``
+and ``m.nonzero()`` share one, and one host sync. Other wrappers keep upstream's
+table.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch._inductor import config, decomposition
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from .wrapper_fxir import registered_wrapper_is_fx
 
@@ -103,17 +109,69 @@ def index_by_masks(x: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> A
             continue
         # Dynamo ran ``index`` itself on fake tensors first, which checked each
         # mask's shape against the dimensions it indexes.
-        expanded.extend(torch.nonzero(index).unbind(1))
+        expanded.extend(aten.nonzero.default(index).unbind(1))
     return aten.index.Tensor(x, expanded)
+
+
+#: The ``nonzero`` traced for each mask: ``mask -> (trace, mask's version, nonzero)``,
+#: the trace as a weak reference to its proxy mode. A weak key: an entry goes with
+#: the mask.
+_NONZERO_OF: WeakIdKeyDictionary = WeakIdKeyDictionary()
+#: Set while :func:`nonzero_once` traces the operator itself.
+_TRACING = threading.local()
+
+
+def nonzero_once(mask: torch.Tensor) -> Any:
+    """``aten.nonzero(mask)``, traced once per mask: a second ``nonzero`` of the same
+    tensor in the graph being traced is a copy of the first one's result.
+
+    ``m.nonzero()`` next to ``x[m]`` (which :func:`index_by_masks` writes as
+    ``nonzero(m)``'s columns), or ``torch.where(m)`` and ``y[m]``, otherwise run
+    ``nonzero`` twice, and each copies its length to the host: two syncs where one
+    is enough, and two unbacked symbols that the graph cannot tell are equal. Why
+    the result cannot change:
+
+    - ``nonzero`` is a function of its input's values alone;
+    - the same tensor holds the same values: in the functional graphs that
+      ``compile_fx`` traces a tensor is never written in place, and where one is
+      (the version the tensor had then differs), ``nonzero`` is traced again;
+    - the first result is a node of the same trace (another trace, or no trace at
+      all, traces the operator);
+    - the second result is a copy (``clone``, the first one's strides), so that no
+      two results share memory as they do not in eager; a copy read only through
+      views (a selection's columns) is inlined where they are read.
+
+    ``NotImplemented`` (the operator as it is) where the graph does not compile for
+    an FX wrapper codegen."""
+    trace = get_proxy_mode()
+    if (
+        trace is None
+        or getattr(_TRACING, "nonzero", False)
+        or not registered_wrapper_is_fx(
+            mask.device.type, cpp_wrapper=config.cpp_wrapper, fx_wrapper=config.fx_wrapper
+        )
+    ):
+        return NotImplemented
+    traced_in, version, found = _NONZERO_OF.get(mask, (None, None, None))
+    if traced_in is not None and traced_in() is trace and version == mask._version:
+        return aten.clone.default(found)
+    _TRACING.nonzero = True
+    try:
+        found = aten.nonzero.default(mask)
+    finally:
+        _TRACING.nonzero = False
+    _NONZERO_OF[mask] = (weakref.ref(trace), mask._version, found)
+    return found
 
 
 def select_decomp_table() -> dict[Any, Callable[..., Any]]:
     """What ``compile_fx`` decomposes with while the overlay is enabled: upstream's
     table (``torch._inductor.decomposition.select_decomp_table``), with
-    :func:`index_by_masks` for ``aten.index.Tensor``, which leaves every call it
-    does not rewrite to upstream (``NotImplemented``). A module-level function,
-    so that Inductor's cache keys, which pickle it, name it."""
+    :func:`index_by_masks` for ``aten.index.Tensor`` and :func:`nonzero_once` for
+    ``aten.nonzero``, which leave every call they do not rewrite to upstream
+    (``NotImplemented``). A module-level function, so that Inductor's cache keys,
+    which pickle it, name it."""
     table = decomposition.select_decomp_table()
-    if aten.index.Tensor in table:  # a later release's own decomposition wins
-        return table
-    return {**table, aten.index.Tensor: index_by_masks}
+    ours = {aten.index.Tensor: index_by_masks, aten.nonzero.default: nonzero_once}
+    # A later release's own decomposition of either wins.
+    return {**table, **{op: fn for op, fn in ours.items() if op not in table}}

@@ -58,6 +58,38 @@ def any_gathered_by_valid_indices(x, idx):
     return (torch.gather(x, 0, idx[valid]) > 1).any()
 
 
+def indices_and_values(q, valid):
+    return valid.nonzero(), q[valid] * 2
+
+
+def best_valid_index(q, valid):
+    idx = valid.nonzero().squeeze(1)
+    return idx.index_select(0, q[valid].argmax().view(1)), idx.shape[0] + q[valid].shape[0]
+
+
+def two_selections_and_their_positions(x, y):
+    m = x > 0
+    (positions,) = torch.where(m)
+    return x[m].sin(), y[m] * 3, positions
+
+
+def selections_around_a_write_to_the_mask(x):
+    m = x > 0
+    before = x[m] * 2
+    m[0] = ~m[0]
+    return before, x[m] * 3, m.nonzero()
+
+
+def nonzero_twice(x):
+    m = x > 0
+    return m.nonzero(), torch.argwhere(m)
+
+
+def positions_and_a_masked_sum(x):
+    m = x > 0
+    return m.nonzero(), x[m].sum()
+
+
 def kernel_names(graphs):
     return [
         kernel_side_table.get_kernel(call.kwargs["kernel_idx"]).fn.__name__
@@ -162,6 +194,86 @@ class RowReductionFusionTest(SelectionTestCase):
         fused = [name for name in names if "amax" in name and "sum" in name]
         self.assertEqual(len(fused), 1, names)
         self.assertLessEqual(len(names), 3, names)
+
+
+class SharedNonzeroTest(SelectionTestCase):
+    """A mask's ``nonzero`` is traced once per graph (``indexing.nonzero_once``):
+    selections by the mask and its ``nonzero`` share it, one host sync."""
+
+    def masks(self, n=40):
+        # Empty, one element, some, all: what the selection's length takes.
+        return [self.signed(n, p, seed=p) > 0 for p in (0, 1, 13, n)]
+
+    def assert_one_nonzero(self, graphs):
+        found = targets(graphs)
+        self.assertEqual(found.count(aten.nonzero.default), 1, found)
+        self.assertEqual(list(symbol_definitions(graphs)), ["u0"])
+
+    def test_a_masks_nonzero_and_its_selection_share_one(self):
+        q = self.signed(40, 20, seed=5)
+        inputs = [(q, mask) for mask in self.masks()]
+        self.assert_one_nonzero(self.compile_and_compare(indices_and_values, inputs))
+
+    def test_both_lengths_are_one_symbol(self):
+        # Dynamo gives the two lengths two symbols; sharing makes them one, and
+        # their sum 2 * u0. An empty selection has no argmax: eager raises.
+        q = self.signed(40, 20, seed=5)
+        inputs = [(q, mask) for mask in self.masks()[1:]]
+        graphs = self.compile_and_compare(best_valid_index, inputs)
+        self.assert_one_nonzero(graphs)
+
+    def test_selections_by_one_mask_and_where_share_one(self):
+        inputs = [(self.signed(40, p, seed=p), self.signed(40, 20, seed=9)) for p in (0, 1, 27)]
+        graphs = self.compile_and_compare(two_selections_and_their_positions, inputs)
+        self.assert_one_nonzero(graphs)
+
+    def test_a_mask_written_between_gets_a_nonzero_of_its_own(self):
+        # The write flips the first element: the selections after it differ.
+        inputs = [(self.signed(40, p, seed=p),) for p in (0, 1, 13)]
+        graphs = self.compile_and_compare(selections_around_a_write_to_the_mask, inputs)
+        self.assertEqual(targets(graphs).count(aten.nonzero.default), 2)
+
+    def test_shared_results_are_copies(self):
+        x = self.signed(40, 13, seed=3)
+        with ifx.fx_backend(self.device, sync_free=False), ifx.recording_graphs() as graphs:
+            first, second = torch.compile(nonzero_twice, fullgraph=True)(x)
+        self.assert_one_nonzero(graphs)
+        self.assertEqual(first, second)
+        self.assertNotEqual(first.data_ptr(), second.data_ptr())
+        first.fill_(-1)
+        self.assertEqual(second, torch.argwhere(x > 0))
+
+    def test_with_the_sync_free_rewrite(self):
+        # The rewrite takes the sum over the mask; the positions keep ``nonzero``.
+        inputs = [(self.signed(40, p, seed=p),) for p in (0, 1, 13)]
+        with ifx.fx_backend(self.device), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(positions_and_a_masked_sum, fullgraph=True)
+            for args in inputs:
+                self.assertEqual(compiled(*args), positions_and_a_masked_sum(*args), **TOLERANCE)
+        self.check_meta(graphs)
+        self.assertEqual(targets(graphs).count(aten.nonzero.default), 1)
+
+    def test_direct_call_with_dynamic_sizes(self):
+        q = self.signed(40, 20, seed=5)
+        artifact = ifx.compile(indices_and_values, q, self.masks()[2], dynamic=True)
+        for n in (7, 40, 100):
+            q = self.signed(n, n // 2, seed=n)
+            for mask in self.masks(n):
+                self.assertEqual(artifact(q, mask), indices_and_values(q, mask), **TOLERANCE)
+
+    def test_python_wrapper_traces_each_nonzero(self):
+        """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone."""
+        q, mask = self.signed(40, 20, seed=5), self.masks()[2]
+        ifx.enable()
+        try:
+            with python_wrapper_reference(self.device):
+                compiled = torch.compile(indices_and_values, fullgraph=True)
+                result, (code,) = run_and_get_code(compiled, q, mask)
+        finally:
+            ifx.disable()
+        self.assertEqual(result, indices_and_values(q, mask), **TOLERANCE)
+        self.assertEqual(code.count("aten.nonzero.default("), 1, code)
+        self.assertIn("aten.index.Tensor", code)
 
 
 class ItemRunsTest(FxirTestCase):
