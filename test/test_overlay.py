@@ -29,9 +29,18 @@ def function_of(attribute):
     return getattr(attribute, "__func__", attribute)
 
 
+def inherited(patch):
+    """What ``patch.owner`` inherits as ``patch.name`` from its bases."""
+    return next(
+        base.__dict__[patch.name] for base in patch.owner.__mro__[1:] if patch.name in base.__dict__
+    )
+
+
 def is_ours(patch, original):
     installed = current(patch)
     if patch.wraps:
+        if original is None:  # wrapped as the owner inherits it
+            original = inherited(patch)
         # A staticmethod or classmethod is wrapped as the same kind around its function.
         return type(installed) is type(original) and (
             function_of(installed).__wrapped__ is function_of(original)

@@ -275,3 +275,29 @@ class ZeroBufferLine(WrapperLine):
 def make_zero_buffer_fx(self: Any, name: str) -> ZeroBufferLine:
     """``WrapperFxCodegen.make_zero_buffer``: a :class:`ZeroBufferLine`."""
     return ZeroBufferLine(self, name)
+
+
+def dropping_trailing_workspace_frees(plan: Callable[..., None]) -> Callable[..., None]:
+    """Wrap ``WrapperFxCodegen.memory_plan_reuse``: frees at the end of the graph are
+    dropped before upstream's pass looks at them, workspaces' included.
+
+    Upstream's pass first drops the trailing frees of buffers that are not graph
+    outputs (they would run just before the function returns), naming each line's
+    buffer ``line.node.name``. A workspace (``WorkspaceArg``: the split scan's
+    look-back flags) has no ``name``, only ``get_name()``, so a graph that ends with
+    a scan over an unbacked length, whose workspace is freed last, raised
+    ``AttributeError`` there. A workspace is never a graph output, so dropping its
+    trailing free is what upstream does for any buffer that is not one; a line
+    without a node stops the drop, as it would stop upstream's."""
+
+    @functools.wraps(plan)
+    def wrapper(self: Any) -> None:
+        outputs = V.graph._get_output_names(self.get_graph_outputs())
+        while self.lines and isinstance(self.lines[-1], _upstream_wrapper.MemoryPlanningLine):
+            node = getattr(self.lines[-1], "node", None)
+            if node is None or node.get_name() in outputs:
+                break
+            self.lines.pop()
+        plan(self)
+
+    return wrapper

@@ -153,6 +153,8 @@ def patches() -> list[Patch]:
         replace(FxConverter, control._generate_while_loop),
         # Workspaces zeroed before their kernel (the split scan's look-back flags).
         replace(WrapperFxCodegen, w.make_zero_buffer_fx, "make_zero_buffer"),
+        # ... and freed last, where upstream's trailing-free pass cannot name them.
+        wrap(WrapperFxCodegen, w.dropping_trailing_workspace_frees, "memory_plan_reuse"),
         replace(FxConverter, fx._generate_zero_buffer),
         # Reductions over unbacked lengths in two stages, under the FX wrapper.
         wrap(ir.Reduction, reductions.splitting_unbacked_lengths, "num_splits"),

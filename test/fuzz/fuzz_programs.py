@@ -384,7 +384,9 @@ def item_sized(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     dtype = draw.choice(FLOATS)
     count_line = "c = (k > 0).sum().item()"
     body = {
-        "arange": [count_line, "return torch.arange(c) * 2 + x.sum().long()"],
+        # An integer of x that no summation order changes (x.sum().long() truncates
+        # a float sum, which another order puts on the other side of an integer).
+        "arange": [count_line, "return torch.arange(c) * 2 + (x > 1).sum()"],
         "slice": [
             count_line,
             f"return (x[:c]{draw.choice(('.log()', '.sqrt()', ' * 2'))})"

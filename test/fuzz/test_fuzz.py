@@ -36,7 +36,8 @@ CI_SEEDS = range(30)
 #: and eager rounds each step (2026-12-03; the oracle's fault: it now also accepts
 #: eager in float32); and three column sums over the rows of a selection, wrong on an
 #: input that selects more rows than the first (2026-12-04, GPU only, static shapes;
-#: not yet diagnosed).
+#: not yet diagnosed); a split scan that ends its graph, whose workspace upstream's
+#: pass that drops the trailing frees could not name (2026-12-04, CPU).
 FOUND_SEEDS = (
     1796310348,
     1796310482,
@@ -54,11 +55,12 @@ FOUND_SEEDS = (
     1796352046,
     1796352438,
     1796353418,
+    1796353589,
 )
 #: ``digest(range(300))``: the generator's text for these seeds. It does not depend
 #: on torch (every value is a literal drawn from Python's ``random``); change it
 #: only with the generator.
-GENERATOR_DIGEST = "0fd04d0c7cbd2816"
+GENERATOR_DIGEST = "f1ffc92487274ac9"
 
 
 def test_the_same_seeds_give_the_same_programs_on_every_release():
