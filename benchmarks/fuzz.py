@@ -92,9 +92,11 @@ def report_lines(records: list[dict], sources: dict[int, str], args, seconds: fl
         "Families: " + ", ".join(f"{name} {n}" for name, n in sorted(families.items())) + ".",
         "",
         "A program is a *mismatch* or a *crash* when one of its modes is (a crash wins);",
-        "*refused*: a clear refusal (`ifx.CompileError`, Dynamo refusing a data-dependent",
-        "guard); *skipped*: eager raised (the generator's fault).",
+        "*refused*: a clear refusal (`ifx.CompileError` that names no internal error,",
+        "Dynamo refusing a data-dependent guard); *skipped*: eager raised (the",
+        "generator's fault).",
         "",
+        *refusal_lines(records),
     ]
     if failures:
         lines += ["## Failures", ""]
@@ -109,6 +111,23 @@ def report_lines(records: list[dict], sources: dict[int, str], args, seconds: fl
         f"fuzz_crashes: {sum(1 for r in counted if verdict(r) == 'crash')}",
     ]
     return lines
+
+
+def refusal_lines(records: list[dict]) -> list[str]:
+    """How often each reason for a refusal came, by mode: a table, so that a reader
+    sees what the refusals were (each reason's first line, numbers as ``N``)."""
+    reasons: collections.Counter = collections.Counter()
+    for record in records:
+        for mode, outcome in record["modes"].items():
+            if outcome["outcome"] == "refused":
+                first = outcome["message"].splitlines()[0] if outcome["message"] else ""
+                reasons[mode, re.sub(r"\d+", "N", first)[:160]] += 1
+    if not reasons:
+        return []
+    rows = [
+        f"| {mode} | {n} | {why.replace('|', '/')} |" for (mode, why), n in reasons.most_common()
+    ]
+    return ["| mode | refusals | reason |", "|---|---|---|", *rows, ""]
 
 
 #: The summary lines a report ends with, and the header line naming its seeds.

@@ -268,3 +268,22 @@ def test_fuzzer_runs_add_up_and_a_program_counts_once(tmp_path):
     (tmp_path / "d.md").write_text("# a report that did not finish\n")
     with pytest.raises(SystemExit, match="not a finished fuzzer report"):
         summed([first, str(tmp_path / "d.md")])
+
+
+def test_the_fuzzer_report_counts_each_refusal_reason():
+    from benchmarks.fuzz import refusal_lines
+
+    def record(outcome, message=""):
+        return {"modes": {"direct": {"outcome": outcome, "message": message}}}
+
+    records = [
+        record("refused", "CompileError: input 0 has 12 rows\nmore"),
+        record("refused", "CompileError: input 0 has 7 rows"),
+        record("ok"),
+        record("refused", "UserError: data-dependent | branch"),
+    ]
+    lines = refusal_lines(records)
+    assert lines[:2] == ["| mode | refusals | reason |", "|---|---|---|"]
+    assert "| direct | 2 | CompileError: input N has N rows |" in lines
+    assert "| direct | 1 | UserError: data-dependent / branch |" in lines
+    assert refusal_lines([record("ok")]) == []

@@ -176,17 +176,39 @@ def compare(expected, actual, reduces: bool, computed_in=None) -> str | None:
     return None
 
 
+#: The direct call's message where Inductor failed, before the error it names.
+INDUCTOR_FAILED = "Inductor cannot compile this program: "
+#: Errors that no program eager runs should meet inside Inductor or the package: a
+#: direct call refused with one of them is a crash, as the same error is through
+#: ``torch.compile``.
+INTERNAL_ERRORS = (
+    "AttributeError",
+    "AssertionError",
+    "IndexError",
+    "KeyError",
+    "NameError",
+    "TypeError",
+    "UnboundLocalError",
+    "ZeroDivisionError",
+)
+
+
 def is_refusal(error: BaseException) -> bool:
     """A clear refusal: the package's ``CompileError`` (not its self-check finding a
-    different result), or Dynamo refusing data-dependent Python control flow."""
+    different result, nor an internal error of Inductor's that it passes on), or
+    Dynamo refusing data-dependent Python control flow."""
     import torch._dynamo.exc as dynamo_exc
 
     import inductor_fx_unbacked as ifx
 
-    if isinstance(error, ifx.CompileError):
-        return "differs from eager" not in str(error)
-    if "InterpreterUnsupportedError" in str(error):  # CPU mode: a kernel needs libdevice
+    text = str(error)
+    if "InterpreterUnsupportedError" in text:  # CPU mode: a kernel needs libdevice
         return True
+    if isinstance(error, ifx.CompileError):
+        if "differs from eager" in text:
+            return False
+        _, failed, cause = text.partition(INDUCTOR_FAILED)
+        return not (failed and cause.startswith(tuple(f"{e}:" for e in INTERNAL_ERRORS)))
     if isinstance(error, (dynamo_exc.Unsupported, dynamo_exc.UserError)):
         text = str(error).lower()
         return "data-dependent" in text or "data dependent" in text
@@ -264,7 +286,7 @@ def run_program(program, device: str) -> dict:
             text = f"{type(error).__name__}: {error}"
             if is_refusal(error):
                 record["modes"][mode] = _outcome("refused", text)
-            elif isinstance(error, ifx.CompileError):
+            elif isinstance(error, ifx.CompileError) and "differs from eager" in text:
                 record["modes"][mode] = _outcome("mismatch", text)
             else:
                 record["modes"][mode] = _outcome(

@@ -16,7 +16,7 @@ import warnings
 import pytest
 import torch
 from fuzz_programs import FAMILIES, digest, generate
-from fuzz_runner import Pool, compare, reference_in_float, repro_text, verdict
+from fuzz_runner import Pool, compare, is_refusal, reference_in_float, repro_text, verdict
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 #: About 2 s a program on CPU (Triton's interpreter), one core: 64 s with the
@@ -104,6 +104,18 @@ def test_half_precision_is_judged_against_eager_in_float32_too():
     wrong[2] += 0.01
     assert compare(eager, wrong, False, torch.float16) is not None
     assert compare(in_float, wrong, False, torch.float16) is not None
+
+
+def test_a_direct_call_refused_for_an_internal_error_is_a_crash():
+    import inductor_fx_unbacked as ifx
+
+    failed = "Inductor cannot compile this program: "
+    internal = ifx.CompileError(failed + "AttributeError: 'WorkspaceArg' object has no attribute")
+    assert not is_refusal(internal)
+    assert not is_refusal(ifx.CompileError("the result differs from eager's: ..."))
+    assert is_refusal(ifx.CompileError(failed + "InterpreterUnsupportedError: libdevice.exp"))
+    assert is_refusal(ifx.CompileError("graph input w is read from G['w'], not an argument"))
+    assert not is_refusal(AttributeError("'WorkspaceArg' object has no attribute 'name'"))
 
 
 def test_fixed_seeds_compile_to_what_eager_computes_or_are_refused():
