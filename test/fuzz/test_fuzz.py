@@ -22,7 +22,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 #: About 2 s a program on CPU (Triton's interpreter), one core: 64 s with the
 #: worker's start.
 CI_SEEDS = range(30)
-#: Seeds whose programs failed on the H200 (``benchmarks/results/``), kept as
+#: Seeds whose programs failed on the H200 or on CPU (``benchmarks/results/``), kept as
 #: regression tests: the direct call's self-check refused float16 intermediates
 #: that eager rounds (seven), and ``torch.unique(..., return_counts=True)`` of int32
 #: values counted wrong on the GPU (2026-12-03, two); a float32 sum over selected rows
