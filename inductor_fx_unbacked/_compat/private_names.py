@@ -67,6 +67,8 @@ PRIVATE_NAMES: tuple[Private, ...] = (
         "_codegen_unbacked_symbol_defs_for_outputs",
     ),
     Private("torch._inductor.codegen.wrapper_fxir:WrapperFxCodegen", "_generate"),
+    # The graph's output names, which upstream's trailing-free pass compares with.
+    Private("torch._inductor.graph:GraphLowering", "_get_output_names"),
     Private("torch._inductor.codegen.triton:TritonKernel", "_has_constant_mask"),
     # torch.unique's fake implementation, whose inverse and counts the overlay types.
     Private("torch._subclasses.fake_impls", "_unique"),
