@@ -22,6 +22,13 @@ already handles a symbolic length (``create_multilayer``, the masks of
   across rows.
 - ``dynamic_reshape_indexer`` flattens sizes with unbacked symbols itself,
   which releases that hint them without a fallback cannot (``docs/upstream.md``).
+- ``BaseSchedulerNode.decide_inplace_update`` never lets a reduction kernel
+  store into a buffer that it loads (an ``in_out_ptr``): Triton (3.6, H200)
+  compiles a looped reduction whose tile is small (``XBLOCK=4, R0_BLOCK=4``)
+  and that loads, updates and stores a buffer in place into a kernel whose sum
+  reads some of the updated values, while the stored buffer is right. Tiles
+  that small are what the kernels of reductions over short unbacked lengths
+  get, and the fusions above make such kernels (``s = -x[m]; s.sum(0)``).
 - ``GraphLowering.get_dep_size_hint`` sizes a buffer with an unbacked size as
   upstream hints such sizes elsewhere (``unbacked_symint_fallback``), not as 0
   bytes. The scheduler refuses any fusion of a reduction whose shared data
@@ -373,6 +380,30 @@ def sizing_unbacked_dependencies(get_dep_size_hint: Any) -> Callable[..., int]:
             return 0
         self.dep_size_hint_cache[(dep, count_bytes)] = size
         return size
+
+    return wrapper
+
+
+def keeping_reductions_out_of_place(decide: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Wrap ``BaseSchedulerNode.decide_inplace_update``: under the FX wrapper, no
+    node of a reduction kernel reuses the buffer it reads for the one it writes.
+
+    Upstream makes ``buf = -buf`` an in-place update (``in_out_ptr0``) wherever the
+    read and the write index the same element, reduction kernels included. Triton
+    may load such a buffer again after the kernel's own store to it, where the
+    loaded value feeds two layouts (the store's and the reduction's): on an H200
+    a looped sum over a ``(4, 4)`` tile of an in-place negation summed the
+    updated values of the last rows, on every call (``docs/upstream.md``).
+    Out of place, the kernel writes a buffer it never reads, so no reordering of
+    its loads and stores can change what they read; the cost is one allocation
+    of the updated buffer, which the in-place update saved."""
+
+    @functools.wraps(decide)
+    def wrapper(self: Any) -> None:
+        features = getattr(V.kernel, "features", None)
+        if features is not None and features.is_reduction() and graph_compiles_with_fx_wrapper():
+            return
+        decide(self)
 
     return wrapper
 

@@ -92,6 +92,7 @@ def patches() -> list[Patch]:
     from torch._inductor.codegen.wrapper_fxir import FxConverter, WrapperFxCodegen
     from torch._inductor.graph import GraphLowering
     from torch._inductor.runtime.triton_heuristics import Grid2DWithYZOverflow
+    from torch._inductor.scheduler import BaseSchedulerNode
     from torch._subclasses import fake_impls
 
     from .. import _compat
@@ -169,6 +170,12 @@ def patches() -> list[Patch]:
         wrap(TritonSplitScanKernel, triton_kernels.scanning_with_a_32_bit_block_index, "scan"),
         wrap(ir.View, reductions.unflattening_unbacked_sizes, "dynamic_reshape_indexer"),
         wrap(GraphLowering, reductions.sizing_unbacked_dependencies, "get_dep_size_hint"),
+        # ... and no reduction kernel updates in place what it reads.
+        wrap(
+            BaseSchedulerNode,
+            reductions.keeping_reductions_out_of_place,
+            "decide_inplace_update",
+        ),
         # Boolean-mask indexing as nonzero and a gather that fuses, under the FX wrapper.
         replace(compile_fx, indexing.select_decomp_table),
         # Reductions over masked selections without the selection (no host sync).

@@ -314,6 +314,75 @@ class ReductionSplitTest(FxirTestCase):
         self.assertEqual(reductions, 1, code)
 
 
+def negated_rows_and_column_sums(x, k):
+    # Fuzz seed 1796352046: on an H200 the in-place kernel summed some rows twice negated.
+    s = -x[k > 0]
+    return s, s.sum(0)
+
+
+def relu_of_selected_products_and_row_sums(x, k, w):
+    z = (x[k > 0] @ w).relu()
+    return z, z.sum(1)
+
+
+def negated_products_and_row_sums(x, w):
+    z = -(x @ w)
+    return z, z.sum(1)
+
+
+class OutOfPlaceReductionTest(FxirTestCase):
+    """No reduction kernel under the FX backend stores into a buffer it loads
+    (``reductions.keeping_reductions_out_of_place``): Triton reorders such a
+    kernel's loads after its stores on a GPU."""
+
+    def compile_and_check(self, fn, inputs):
+        with ifx.fx_backend(self.device, sync_free=False), ifx.recording_graphs() as graphs:
+            compiled = torch.compile(fn, fullgraph=True)
+            for args in inputs:
+                self.assertEqual(compiled(*args), fn(*args), **TOLERANCE)
+        self.check_meta(graphs)
+        return reduction_calls(graphs)
+
+    def rows(self, positive_rows, columns=40, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(6, columns, generator=g).to(self.device)
+        return x, self.signed(6, positive_rows, seed)
+
+    def test_no_reduction_kernel_updates_in_place(self):
+        w = torch.randn(40, 24, generator=torch.Generator().manual_seed(1)).to(self.device)
+        programs = [
+            (negated_rows_and_column_sums, [self.rows(p, 3) for p in (1, 4, 6, 0)]),
+            (
+                relu_of_selected_products_and_row_sums,
+                [(*self.rows(p, seed=p), w) for p in (5, 2, 0)],
+            ),
+            (negated_products_and_row_sums, [(self.rows(0, seed=s)[0], w) for s in (0, 1)]),
+        ]
+        fused = 0
+        for fn, inputs in programs:
+            for call in self.compile_and_check(fn, inputs):
+                arguments = call.kwargs["kwargs"]
+                self.assertFalse([a for a in arguments if a.startswith("in_out_ptr")], fn)
+                # A reduction kernel that also writes the pointwise result it sums.
+                fused += len([a for a in arguments if a.startswith("out_ptr")]) > 1
+        # Upstream makes an in-place update of these fused kernels (the next test).
+        self.assertGreater(fused, 0)
+
+    def test_python_wrapper_keeps_its_in_place_reductions(self):
+        """Outside ``fx_backend`` the overlay leaves upstream's in-place updates alone."""
+        w = torch.randn(40, 24).to(self.device)
+        x = self.rows(0)[0]
+        ifx.enable()
+        try:
+            with python_wrapper_reference(self.device):
+                compiled = torch.compile(negated_products_and_row_sums, fullgraph=True)
+                result, (code,) = run_and_get_code(compiled, x, w)
+        finally:
+            ifx.disable()
+        self.assertEqual(result, negated_products_and_row_sums(x, w), **TOLERANCE)
+        self.assertRegex(code, r"def triton_(red|per)_\w+\(in_out_ptr0")
+
+
 if __name__ == "__main__":
     from torch._inductor.test_case import run_tests
 
