@@ -70,7 +70,13 @@ def result_path(directory: str | Path, device: str, part: str) -> Path:
 
 
 def commit() -> str:
-    """The checkout's commit (``-dirty`` with uncommitted changes), or why there is none."""
+    """The checkout's commit (``-dirty`` with uncommitted changes), or why there is none.
+
+    ``IFX_COMMIT`` names it instead, for a copy of the tree whose git metadata is
+    not the tree's own (a working tree sent to a GPU machine with an older ``.git``)."""
+    named = os.environ.get("IFX_COMMIT")
+    if named:
+        return f"{named} (as IFX_COMMIT names it)"
     try:
         head = _git("rev-parse", "--short", "HEAD")
         if head.returncode:

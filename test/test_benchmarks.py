@@ -287,3 +287,13 @@ def test_the_fuzzer_report_counts_each_refusal_reason():
     assert "| direct | 2 | CompileError: input N has N rows |" in lines
     assert "| direct | 1 | UserError: data-dependent / branch |" in lines
     assert refusal_lines([record("ok")]) == []
+
+
+def test_a_report_names_the_commit_that_ifx_commit_names(monkeypatch):
+    """A tree sent to a GPU machine may carry an older ``.git``: the caller names the
+    commit, and the report says whose word it is."""
+    monkeypatch.delenv("IFX_COMMIT", raising=False)
+    from_git = harness.commit()
+    assert re.fullmatch(r"[0-9a-f]{7,}(-dirty)?|unknown \(.*\)", from_git)
+    monkeypatch.setenv("IFX_COMMIT", "abc1234")
+    assert harness.commit() == "abc1234 (as IFX_COMMIT names it)"
