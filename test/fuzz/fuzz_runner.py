@@ -178,6 +178,8 @@ def compare(expected, actual, reduces: bool, computed_in=None) -> str | None:
 
 #: The direct call's message where Inductor failed, before the error it names.
 INDUCTOR_FAILED = "Inductor cannot compile this program: "
+#: What the direct call's self-check says where the artifact computed otherwise.
+SELF_CHECK_FAILED = "differs from eager"
 #: Errors that no program eager runs should meet inside Inductor or the package: a
 #: direct call refused with one of them is a crash, as the same error is through
 #: ``torch.compile``.
@@ -205,12 +207,12 @@ def is_refusal(error: BaseException) -> bool:
     if "InterpreterUnsupportedError" in text:  # CPU mode: a kernel needs libdevice
         return True
     if isinstance(error, ifx.CompileError):
-        if "differs from eager" in text:
+        if SELF_CHECK_FAILED in text:
             return False
         _, failed, cause = text.partition(INDUCTOR_FAILED)
         return not (failed and cause.startswith(tuple(f"{e}:" for e in INTERNAL_ERRORS)))
     if isinstance(error, (dynamo_exc.Unsupported, dynamo_exc.UserError)):
-        text = str(error).lower()
+        text = text.lower()
         return "data-dependent" in text or "data dependent" in text
     return False
 
@@ -286,7 +288,7 @@ def run_program(program, device: str) -> dict:
             text = f"{type(error).__name__}: {error}"
             if is_refusal(error):
                 record["modes"][mode] = _outcome("refused", text)
-            elif isinstance(error, ifx.CompileError) and "differs from eager" in text:
+            elif isinstance(error, ifx.CompileError) and SELF_CHECK_FAILED in text:
                 record["modes"][mode] = _outcome("mismatch", text)
             else:
                 record["modes"][mode] = _outcome(

@@ -1,11 +1,13 @@
 # Owner(s): ["module: inductor"]
 """Data-dependent selections fuse into what reads them under the FX backend.
 
-Three choices that upstream makes badly once a size is unbacked, and that the
+Four choices that upstream makes badly once a size is unbacked, and that the
 overlay makes again while a graph compiles for the FX wrapper:
 
 - ``x[mask]`` is ``nonzero`` and a gather that fuses into its consumers, not
   ATen's ``index``, which writes the selected rows out (``codegen/indexing.py``);
+- two selections by one mask share one ``nonzero``, so that their lengths are
+  one symbol (``indexing.nonzero_once``);
 - a reduction over the rows of such a selection fuses with what it reads and
   what reads it, and is persistent where its row is short, as for a static
   number of rows (``codegen/reductions.py``);
@@ -261,8 +263,9 @@ class SharedNonzeroTest(SelectionTestCase):
             for mask in self.masks(n):
                 self.assertEqual(artifact(q, mask), indices_and_values(q, mask), **TOLERANCE)
 
-    def test_python_wrapper_traces_each_nonzero(self):
-        """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone."""
+    def test_python_wrapper_keeps_atens_index_and_one_nonzero(self):
+        """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone:
+        ``aten.index`` selects, and the one explicit ``nonzero`` stays."""
         q, mask = self.signed(40, 20, seed=5), self.masks()[2]
         ifx.enable()
         try:
