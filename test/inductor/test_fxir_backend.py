@@ -163,10 +163,10 @@ class FxirTestCase(InductorTestCase):
         self._stack.close()
         super().tearDown()
 
-    def wrapper_code(self, fn, args, overlay, **patches):
+    def wrapper_code(self, fn, args, overlay, tolerance=None, **patches):
         """The code Inductor's text wrapper (Python, or C++ with ``cpp_wrapper=True``)
         writes for ``fn``, with the overlay enabled or not; the result is checked
-        against eager."""
+        against eager (within ``tolerance``, ``assertEqual``'s keywords)."""
         torch._dynamo.reset()
         (ifx.enable if overlay else ifx.disable)()
         # The Python wrapper's kernels are the reference's (on CPU, Triton kernels in
@@ -181,7 +181,7 @@ class FxirTestCase(InductorTestCase):
                 result, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
         finally:
             ifx.disable()
-        self.assertEqual(result, fn(*args))
+        self.assertEqual(result, fn(*args), **(tolerance or {}))
         return "\n".join(codes)
 
     def run_fx(self, fn, inputs, **compile_kwargs):

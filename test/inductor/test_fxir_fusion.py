@@ -23,10 +23,8 @@ import operator
 import torch
 from test_fxir_backend import FxirTestCase, kernel_calls, symbol_definitions
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
-from torch._inductor.utils import run_and_get_code
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 from inductor_fx_unbacked.runner import compile_graph
 from inductor_fx_unbacked.runner.items import item_runs
 
@@ -171,14 +169,7 @@ class MaskIndexingTest(SelectionTestCase):
     def test_python_wrapper_keeps_atens_index(self):
         """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone."""
         x = self.rows(16, 6, 256)
-        ifx.enable()
-        try:
-            with python_wrapper_reference(self.device):
-                compiled = torch.compile(normalized_rows, fullgraph=True)
-                result, (code,) = run_and_get_code(compiled, x)
-        finally:
-            ifx.disable()
-        self.assertEqual(result, normalized_rows(x), **TOLERANCE)
+        code = self.wrapper_code(normalized_rows, (x,), overlay=True, tolerance=TOLERANCE)
         self.assertIn("aten.index.Tensor", code)
 
 
@@ -267,14 +258,7 @@ class SharedNonzeroTest(SelectionTestCase):
         """Outside ``fx_backend`` the overlay leaves upstream's decompositions alone:
         ``aten.index`` selects, and the one explicit ``nonzero`` stays."""
         q, mask = self.signed(40, 20, seed=5), self.masks()[2]
-        ifx.enable()
-        try:
-            with python_wrapper_reference(self.device):
-                compiled = torch.compile(indices_and_values, fullgraph=True)
-                result, (code,) = run_and_get_code(compiled, q, mask)
-        finally:
-            ifx.disable()
-        self.assertEqual(result, indices_and_values(q, mask), **TOLERANCE)
+        code = self.wrapper_code(indices_and_values, (q, mask), overlay=True, tolerance=TOLERANCE)
         self.assertEqual(code.count("aten.nonzero.default("), 1, code)
         self.assertIn("aten.index.Tensor", code)
 

@@ -18,12 +18,10 @@ import unittest
 import torch
 from test_fxir_backend import FxirTestCase, kernel_calls
 from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
-from torch._inductor.utils import run_and_get_code
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.codegen.reductions import CHUNK
 from inductor_fx_unbacked.demo.programs import h1, h4
-from inductor_fx_unbacked.integration.reference import python_wrapper_reference
 
 #: Elements of an input, and the columns of a 2-D one.
 SMALL, LARGE, COLUMNS = 12288, 1 << 15, 64
@@ -303,13 +301,7 @@ class ReductionSplitTest(FxirTestCase):
     def test_python_wrapper_keeps_one_program(self):
         """Outside ``fx_backend`` the overlay leaves upstream's reductions alone."""
         x = self.signed(SMALL, SMALL // 3)
-        ifx.enable()
-        try:
-            with python_wrapper_reference(self.device):
-                result, (code,) = run_and_get_code(torch.compile(h1, fullgraph=True), x)
-        finally:
-            ifx.disable()
-        self.assertEqual(result, h1(x), **TOLERANCE)
+        code = self.wrapper_code(h1, (x,), overlay=True, tolerance=TOLERANCE)
         reductions = code.count("def triton_red_") + code.count("def triton_per_")
         self.assertEqual(reductions, 1, code)
 
@@ -372,14 +364,9 @@ class OutOfPlaceReductionTest(FxirTestCase):
         """Outside ``fx_backend`` the overlay leaves upstream's in-place updates alone."""
         w = torch.randn(40, 24).to(self.device)
         x = self.rows(0)[0]
-        ifx.enable()
-        try:
-            with python_wrapper_reference(self.device):
-                compiled = torch.compile(negated_products_and_row_sums, fullgraph=True)
-                result, (code,) = run_and_get_code(compiled, x, w)
-        finally:
-            ifx.disable()
-        self.assertEqual(result, negated_products_and_row_sums(x, w), **TOLERANCE)
+        code = self.wrapper_code(
+            negated_products_and_row_sums, (x, w), overlay=True, tolerance=TOLERANCE
+        )
         self.assertRegex(code, r"def triton_(red|per)_\w+\(in_out_ptr0")
 
 
