@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
+
+from benchmarks import harness
 
 #: (XBLOCK, R0_BLOCK, num_warps, looped, in place)
 CASES = [
@@ -76,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# An in-place update inside a looped reduction, compiled by Triton",
         "",
-        f"- Device: {torch.cuda.get_device_name() if device == 'cuda' else 'CPU (interpreter)'}.",
-        f"- torch {torch.__version__}, Triton {triton.__version__}, "
-        f"Python {sys.version.split()[0]}.",
-        "- Command: `python -m benchmarks.inplace_probe`.",
+        *harness.environment_lines(device),
         "",
         f"Each row: rows 1 to {ROWS[-1]}, {TRIALS} random inputs each; wrong calls per "
         "row count (sum wrong / stored buffer wrong).",
