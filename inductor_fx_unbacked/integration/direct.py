@@ -109,7 +109,11 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     namespace = sources.namespace_for(signature, namespace)
     artifact = CompiledArtifact(signature, graphs, namespace, cuda_graphs=cuda_graphs)
     self_check.check(
-        artifact(*example_inputs), expected, accumulates=capture.accumulates, inputs=leaves
+        artifact(*example_inputs),
+        expected,
+        accumulates=capture.accumulates,
+        inputs=leaves,
+        in_float32=lambda: self_check.run_in_float32(fn, example_inputs),
     )
     return artifact
 

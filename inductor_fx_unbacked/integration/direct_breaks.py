@@ -273,7 +273,11 @@ def compile_with_breaks(
         settings=settings,
     )
     self_check.check(
-        artifact(*example_inputs), expected, accumulates=backend.accumulates, inputs=leaves
+        artifact(*example_inputs),
+        expected,
+        accumulates=backend.accumulates,
+        inputs=leaves,
+        in_float32=lambda: self_check.run_in_float32(fn, example_inputs),
     )
     return artifact
 

@@ -530,6 +530,73 @@ def test_the_self_check_takes_the_tolerance_of_the_inputs_narrower_dtype():
         self_check.check(inductor, eager, accumulates=False, inputs=[x.float()])
 
 
+def sqrt_product_of_kept(x, k):
+    """Fuzzer seed 1799402445 on the H200: a float16 product of 22 square roots.
+    Eager rounds each root to float16 and the errors compound through the product,
+    beyond any bound on eager's result alone; Inductor keeps the roots in float32."""
+    return x[torch.where(k > 0)].sqrt().prod()
+
+
+SQRT_PRODUCT_EXAMPLE = (
+    torch.tensor(
+        [-1.0, 2.94, 2.31, 2.15, 1.76, 2.83, 1.59, 0.96, 1.32, -0.0, 1.8, 2.83, 0.12, 0.45]
+        + [0.11, 2.55, 2.4, 1.32, 0.59, 0.14, 2.78, 2.99, 1.77, 1.31, float("nan")],
+        dtype=torch.float16,
+    ),
+    torch.tensor(
+        [float("nan"), 1.97, 1.13, 0.63, 0.46, 0.61, 1.77, 0.43, 1.38, -1.0, 2.28, 2.2]
+        + [1.38, 0.68, 0.44, 2.25, 1.63, 2.88, 2.0, 1.01, 2.06, 1.2, 1.13, 2.19]
+    ),
+)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_float16_product_of_roots_compiles_against_eager_in_float32(dynamic):
+    from inductor_fx_unbacked.integration import self_check
+
+    x, k = (t.to(DEVICE) for t in SQRT_PRODUCT_EXAMPLE)
+    artifact = ifx.compile(sqrt_product_of_kept, x, k, dynamic=dynamic)
+    for n in (24, 9):  # 22 and 8 kept
+        if dynamic:
+            args = (x[: n + 1], k[:n])
+        else:
+            args = (x, k.where(torch.arange(24, device=DEVICE) < n, -1.0))
+        got, want = artifact(*args), sqrt_product_of_kept(*args)
+        reference = self_check.run_in_float32(sqrt_product_of_kept, args).half()
+        torch.testing.assert_close(got, reference, rtol=1e-3, atol=1e-5)
+        torch.testing.assert_close(got, want, rtol=0.02, atol=1e-5)
+
+
+def test_the_float32_reference_accepts_only_what_matches_it():
+    from inductor_fx_unbacked.integration import self_check
+
+    x, k = SQRT_PRODUCT_EXAMPLE
+    eager = sqrt_product_of_kept(x, k)
+    reference = lambda: self_check.run_in_float32(sqrt_product_of_kept, (x, k))  # noqa: E731
+    inductor = reference().half()
+    with pytest.raises(ifx.CompileError, match="beyond the accumulation bound"):
+        self_check.check(inductor, eager, accumulates=True, inputs=[x, k])
+    self_check.check(inductor, eager, accumulates=True, inputs=[x, k], in_float32=reference)
+    with pytest.raises(ifx.CompileError, match="beyond the accumulation bound"):
+        self_check.check(
+            inductor * 1.01, eager, accumulates=True, inputs=[x, k], in_float32=reference
+        )
+    # Nothing of half precision: no reference, eager's result alone.
+    assert self_check.run_in_float32(sqrt_product_of_kept, (x.float(), k)) is None
+
+
+def test_the_float32_reference_widens_a_half_precision_module_on_a_copy():
+    from inductor_fx_unbacked.integration import self_check
+
+    module = torch.nn.Linear(4, 3).to(DEVICE, torch.bfloat16)
+    x = signed(8, 0).view(2, 4).bfloat16()
+    got = self_check.run_in_float32(module, (x,))
+    assert module.weight.dtype == torch.bfloat16 and got.dtype == torch.float32
+    torch.testing.assert_close(
+        got, torch.nn.functional.linear(x.float(), module.weight.float(), module.bias.float())
+    )
+
+
 def test_the_self_check_takes_bfloat16s_tolerance_and_compares_every_leaf():
     from inductor_fx_unbacked.integration import self_check
 
