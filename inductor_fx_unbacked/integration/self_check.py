@@ -116,15 +116,15 @@ def run_in_float32(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> A
     )
     if not (half_inputs or half_state):
         return None
-    if half_state:
-        fn = copy.deepcopy(fn)
-        for t in (*fn.parameters(), *fn.buffers()):
-            if t.dtype in HALF:
-                t.data = t.data.float()
     try:
+        if half_state:
+            fn = copy.deepcopy(fn)
+            for t in (*fn.parameters(), *fn.buffers()):
+                if t.dtype in HALF:
+                    t.data = t.data.float()
         with torch.no_grad():
             return fn(*pytree.tree_map(widened, example_inputs))
-    except Exception:  # eager cannot compute it in float32: eager's result alone
+    except Exception:  # not copied, or not computed in float32: eager's result alone
         return None
 
 
