@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import os
 import re
@@ -65,6 +66,10 @@ class Built:
     parameters: list[Any] = dataclasses.field(default_factory=list)
     #: What runs, where the library chose it (transformers' experts implementation).
     description: str = ""
+    #: ``fn`` computed in float64 from the same weights and inputs, or None: the
+    #: reference of a low-precision case whose discrete choices (an expert's routing)
+    #: flip under any other rounding, as torchbench compares such models.
+    fp64: Callable[..., Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +191,24 @@ def moe_forward(
             architecture, device, config=config, experts=experts, dtype=dtype
         ).eval()
         inputs = token_inputs(device, lengths, model.config.vocab_size)
-        return Built(lambda ids: model(ids).logits, inputs, description=experts_description(model))
+
+        @functools.cache
+        def model64() -> Any:
+            import torch
+
+            # The per-expert loop: grouped products have no float64 kernel.
+            reference = tiny_moe_model(
+                architecture, device, config=config, experts="eager", dtype=torch.float64
+            ).eval()
+            reference.load_state_dict(model.state_dict())
+            return reference
+
+        return Built(
+            lambda ids: model(ids).logits,
+            inputs,
+            description=experts_description(model),
+            fp64=lambda ids: model64()(ids).logits,
+        )
 
     return build
 
@@ -247,24 +269,31 @@ RMSNORM_LIMIT = "RMSNorm: libdevice.rsqrt"
 # torchvision: box operations and detection post-processing.
 
 
-def random_boxes(n: int, size: float, generator: Any) -> Any:
+def random_boxes(n: int, size: float, generator: Any, *, whole_pixels: bool = False) -> Any:
     import torch
 
     corner = torch.rand(n, 2, generator=generator) * size
     extent = torch.rand(n, 2, generator=generator) * size / 2
-    return torch.cat([corner, corner + extent], dim=1)
+    boxes = torch.cat([corner, corner + extent], dim=1)
+    return boxes.round() if whole_pixels else boxes
 
 
 def batched_nms(
     device: str, *, boxes: tuple[int, ...] = (12, 20), classes: int = 3, image: float = 32
 ) -> Built:
+    """torchvision's ``batched_nms`` over boxes of whole pixels. On a GPU, up to 25k
+    boxes, it offsets each class's boxes by ``class * (max + 1)`` (the coordinate
+    trick); a compiled kernel fuses that product and sum into one rounding where eager
+    rounds twice, which moves fractional boxes by an ulp of the offset and flips the
+    IoUs that lie at the threshold (one box kept more or less, by Inductor's Python
+    wrapper as by this package). Whole pixels keep every offset box exact."""
     import torch
     from torchvision.ops import batched_nms as nms
 
     g = torch.Generator().manual_seed(3)
     inputs = [
         (
-            random_boxes(n, image, g).to(device),
+            random_boxes(n, image, g, whole_pixels=True).to(device),
             torch.rand(n, generator=g).to(device),
             torch.randint(0, classes, (n,), generator=g).to(device),
         )

@@ -73,3 +73,17 @@ def test_the_cpu_limit_of_whole_models_is_rmsnorm():
     chain = [raised.value, raised.value.__cause__, raised.value.__context__]
     assert any(isinstance(error, InterpreterUnsupportedError) for error in chain)
     assert models.RMSNORM_LIMIT.endswith("libdevice.rsqrt")
+
+
+def test_a_moe_models_float64_reference_has_its_weights():
+    """The realistic benchmark judges a low-precision model's compiled results against
+    this reference (``realistic.as_close_to_float64``); it must be the same model."""
+    built = models.moe_forward("mixtral", dtype=torch.bfloat16)(DEVICE)
+    (ids,) = built.inputs[0]
+    reference = built.fp64(ids)
+    assert reference.dtype == torch.float64
+    eager = built.fn(ids)
+    # bfloat16 logits of order 1: a few of their steps from the float64 ones.
+    torch.testing.assert_close(eager.double(), reference, rtol=0.1, atol=0.1)
+    other = models.moe_forward("mixtral", config={"hidden_size": 32})(DEVICE)
+    assert (other.fp64(ids) - reference).abs().max() > 0.1  # another model's differ
