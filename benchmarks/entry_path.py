@@ -30,6 +30,9 @@ GROUPS = (
     ("torch/_dynamo", "Dynamo"),
     ("torch/_functorch", "AOTAutograd"),
     ("torch/_inductor", "Inductor"),
+    # The runner runs the graph, as it does for the direct call; the rest of the
+    # package is on the entry path (the backend's wrappers, the checks per call).
+    ("inductor_fx_unbacked/runner", "this package's runner"),
     ("inductor_fx_unbacked", "this package"),
 )
 
@@ -160,11 +163,18 @@ def lines(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
             f"| {name} | " + " | ".join(f"{row['profile_us'].get(g, 0):.1f}" for g in groups) + " |"
         )
     closing = ["", *(f"median_entry_us_{name}: {row['entry_us']:.1f}" for name, row in rows)]
-    # Issue 40's line: the package's own time per call of a compiled graph (each of
-    # these programs is one graph), profiled; goal at most 10 µs.
-    package = {name: row["profile_us"].get("this package", 0.0) for name, row in rows}
+    # The package's own time per call of a compiled graph (each of these programs is
+    # one graph), profiled: in all, and on the entry path (outside its runner; issue
+    # 40's line, goal at most 10 µs).
+    entry = {name: row["profile_us"].get("this package", 0.0) for name, row in rows}
+    package = {
+        name: entry[name] + row["profile_us"].get("this package's runner", 0.0)
+        for name, row in rows
+    }
     worst = max(package, key=package.get)
     closing.append(f"max_package_us_per_graph: {package[worst]:.1f}  ({worst})")
+    worst = max(entry, key=entry.get)
+    closing.append(f"package_entry_us_max: {entry[worst]:.1f}  ({worst})")
     return [*table, *profile, *closing]
 
 
