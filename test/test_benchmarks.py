@@ -297,3 +297,27 @@ def test_a_report_names_the_commit_that_ifx_commit_names(monkeypatch):
     assert re.fullmatch(r"[0-9a-f]{7,}(-dirty)?|unknown \(.*\)", from_git)
     monkeypatch.setenv("IFX_COMMIT", "abc1234")
     assert harness.commit() == "abc1234 (as IFX_COMMIT names it)"
+
+
+def test_the_entry_path_profile_counts_the_runners_generated_code_as_the_runner():
+    """``package_entry_us_max`` is the package's time outside its runner: the code
+    the runner generates for a graph, and the CPU mode's launcher, run the graph (as
+    for the direct call), so the profile must not count them as the entry path."""
+    import cProfile
+    import pstats
+
+    import inductor_fx_unbacked as ifx
+    from benchmarks.entry_path import group
+
+    x = torch.randn(300)
+    with ifx.fx_backend("cpu"):
+        compiled = torch.compile(lambda x: x[x > 0].sin().sum(), fullgraph=True)
+        compiled(x)
+    profile = cProfile.Profile()
+    profile.runcall(compiled, x)
+    files = {filename for filename, _, _ in pstats.Stats(profile).stats}  # type: ignore[attr-defined]
+    generated = {f for f in files if f.startswith("<inductor_fx_unbacked lowered")}
+    assert generated, sorted(files)
+    assert {group(f) for f in generated} == {"this package's runner"}
+    on_entry = {f for f in files if group(f) == "this package"}
+    assert all("/runner/" not in f and "cpu_mode" not in f for f in on_entry), on_entry
