@@ -13,6 +13,8 @@ import torch
 
 from benchmarks import harness
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 REPO = harness.ROOT
 
 
@@ -177,14 +179,13 @@ print(json.dumps({"cold": cold, "warm": warm}))
 def test_warm_start_measures_compiles_the_caches_serve():
     from benchmarks import warm_start
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     # Caches on, as the benchmark's processes have them (the variable would win
     # over any config patch), and the interpreter on CPU.
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_FORCE_DISABLE_CACHES"}
-    if device == "cpu":
+    if DEVICE == "cpu":
         env["TRITON_INTERPRET"] = "1"
     done = subprocess.run(
-        [sys.executable, "-c", WARM_START_RUNS, device],
+        [sys.executable, "-c", WARM_START_RUNS, DEVICE],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -209,12 +210,10 @@ def test_launchers_compares_the_direct_call_with_the_aot_module(tmp_path):
 
     # In this process, so on the device it has: the CPU mode needs the interpreter
     # that a machine with a GPU does not turn on.
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-
     out = tmp_path / "launchers.md"
     # In this process (a child would import torch again).
     with dynamo_options_put_back():
-        assert launchers.main(["--device", device, "--quick", "--out", str(out)]) == 0
+        assert launchers.main(["--device", DEVICE, "--quick", "--out", str(out)]) == 0
     report = out.read_text()
     assert "## P2: `(x[x > 0] * 2).sum()`" in report
     assert re.search(r"ms per call \(median\): direct [0-9.]+, aot-module [0-9.]+", report)
@@ -232,9 +231,8 @@ def test_the_compaction_benchmark_checks_and_times_each_way(tmp_path):
     from benchmarks import compaction
 
     out = tmp_path / "compaction.md"
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     with dynamo_options_put_back():
-        assert compaction.main(["--device", device, "--quick", "--out", str(out)]) == 0
+        assert compaction.main(["--device", DEVICE, "--quick", "--out", str(out)]) == 0
     report = out.read_text()
     # Each way was checked against ATen's or eager's result before it was timed.
     for operator in ("nonzero", "masked_select", "repeat_interleave", "unique"):
@@ -302,18 +300,15 @@ def test_a_report_names_the_commit_that_ifx_commit_names(monkeypatch):
 def test_the_entry_path_profile_counts_the_runners_generated_code_as_the_runner():
     """``package_entry_us_max`` is the package's time outside its runner: the code
     the runner generates for a graph, and the CPU mode's launcher, run the graph (as
-    for the direct call), so the profile must not count them as the entry path. On
-    the device the suite runs on: the CPU mode needs ``TRITON_INTERPRET=1``, which a
-    GPU machine's suite does not set."""
+    for the direct call), so the profile must not count them as the entry path."""
     import cProfile
     import pstats
 
     import inductor_fx_unbacked as ifx
     from benchmarks.entry_path import group
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    x = torch.randn(300, device=device)
-    with ifx.fx_backend(device):
+    x = torch.randn(300, device=DEVICE)
+    with ifx.fx_backend(DEVICE):
         compiled = torch.compile(lambda x: x[x > 0].sin().sum(), fullgraph=True)
         compiled(x)
     profile = cProfile.Profile()
