@@ -13,8 +13,8 @@ training steps).
 
 On CPU both compiles use Triton kernels run by Triton's interpreter (the Python
 wrapper under ``cpu_backend="triton"``), so the two differ only in the wrapper.
-The interpreter has no ``libdevice``; a case that needs it is reported as
-``needs GPU`` and not counted as passed.
+A case whose kernels call a ``libdevice`` function that the CPU mode does not
+compute is reported as ``needs GPU`` and not counted as passed.
 
     python -m benchmarks.models --device cuda --out benchmarks/results/DATE-h200-models.md
     python -m benchmarks.models --device cuda --budget 200 --cases mixtral_forward,...  # in order
@@ -78,10 +78,6 @@ class Case:
     library: str
     build: Callable[[str], Built]
     train: bool = False
-    #: Why Triton's interpreter cannot run the case (a kernel needs ``libdevice``):
-    #: on CPU the sweep reports it as ``needs GPU`` without compiling it, unless
-    #: ``--try-all``; ``test_models.py`` checks the reason on the module that has it.
-    cpu_limit: str | None = None
 
 
 # transformers: mixture-of-experts models with the per-expert loop.
@@ -260,10 +256,6 @@ def moe_block(
 
 def block_name(architecture: str) -> str:
     return architecture if architecture.endswith("moe") else f"{architecture}_moe"
-
-
-#: The models' RMSNorm computes ``rsqrt``, which Inductor emits as ``libdevice.rsqrt``.
-RMSNORM_LIMIT = "RMSNorm: libdevice.rsqrt"
 
 
 # torchvision: box operations and detection post-processing.
@@ -494,22 +486,11 @@ CASES = [
     ),
     Case("mixtral_moe_block_train_step", "transformers", moe_block("mixtral", True), True),
     *(
-        Case(
-            f"{architecture}_forward",
-            "transformers",
-            moe_forward(architecture),
-            cpu_limit=RMSNORM_LIMIT,
-        )
+        Case(f"{architecture}_forward", "transformers", moe_forward(architecture))
         for architecture in MOE_ARCHITECTURES
     ),
     *(
-        Case(
-            f"{architecture}_train_step",
-            "transformers",
-            moe_training_step(architecture),
-            True,
-            cpu_limit=RMSNORM_LIMIT,
-        )
+        Case(f"{architecture}_train_step", "transformers", moe_training_step(architecture), True)
         for architecture in MOE_ARCHITECTURES
     ),
     Case("batched_nms", "torchvision", batched_nms),
@@ -697,26 +678,24 @@ def _why_no_graph(counted_before: dict[str, int]) -> str:
 
 
 def classify(error: BaseException, unsupported: type) -> tuple[str, str]:
-    """``needs GPU`` for what Triton's interpreter cannot run, else ``error``."""
+    """``needs GPU`` for what Triton's interpreter cannot run (a kernel calls a
+    ``libdevice`` function that the CPU mode does not compute), else ``error``."""
     chain, cause = [], error
     while cause is not None:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
-    if any(isinstance(e, unsupported) for e in chain) or any("libdevice" in str(e) for e in chain):
-        return "needs GPU", "libdevice (Triton's interpreter lacks it)"
+    refusals = [e for e in chain if isinstance(e, unsupported) or "libdevice" in str(e)]
+    if refusals:
+        return "needs GPU", str(refusals[-1]).strip()[:160]
     first_line = (str(error).strip().splitlines() or [""])[0]
     return "error", f"{type(error).__name__}: {first_line[:160]}"
 
 
-def run_case(case: Case, device: str, try_all: bool = False) -> list[tuple[bool, Outcome, Outcome]]:
+def run_case(case: Case, device: str) -> list[tuple[bool, Outcome, Outcome]]:
     import torch
 
     rows = []
     for dynamic in (False, True):
-        if device == "cpu" and case.cpu_limit and not try_all:
-            skipped = Outcome("needs GPU", f"{case.cpu_limit}; not compiled on CPU")
-            rows.append((dynamic, skipped, skipped))
-            continue
         built = case.build(device)
         torch.manual_seed(0)
         expected = [call(built, built.fn, args, case.train) for args in built.inputs]
@@ -733,8 +712,7 @@ TITLE = "Model sweep: real-library data-dependent code through the FX backend"
 def method_lines(device: str) -> list[str]:
     return [
         "- Each case: `torch.compile(fn, dynamic=D)` (fullgraph=False, Dynamo's capture flags "
-        "on), compared with eager on two inputs with different data-dependent sizes"
-        + ("; CPU: `use_fast_math` (exp through tl.math)." if device == "cpu" else "."),
+        "on), compared with eager on two inputs with different data-dependent sizes."
     ]
 
 
@@ -788,9 +766,7 @@ def report(
 @contextlib.contextmanager
 def sweep_config(device: str) -> Iterator[None]:
     """Dynamo as data-dependent code needs it; no compile caches (each case is
-    compiled twice, once per wrapper, and each must really compile).
-    On CPU, ``exp`` (softmax) uses ``tl.math.exp``, which the interpreter runs,
-    instead of ``libdevice.exp``, for both wrappers alike."""
+    compiled twice, once per wrapper, and each must really compile)."""
     import torch
 
     dynamo = torch._dynamo.config.patch(
@@ -800,9 +776,7 @@ def sweep_config(device: str) -> Iterator[None]:
         cache_size_limit=64,
         accumulated_cache_size_limit=512,
     )
-    inductor = torch._inductor.config.patch(
-        force_disable_caches=True, use_fast_math=device == "cpu"
-    )
+    inductor = torch._inductor.config.patch(force_disable_caches=True)
     with dynamo, inductor:
         yield
 
@@ -817,11 +791,6 @@ def main() -> int:
         type=float,
         default=None,
         help="seconds after which no further case starts (the rest is listed as not run)",
-    )
-    parser.add_argument(
-        "--try-all",
-        action="store_true",
-        help="on CPU, also compile the cases that need libdevice (minutes each)",
     )
     parser.add_argument("--json", default=None, help="also write the rows as JSON (for --merge)")
     parser.add_argument(
@@ -862,7 +831,7 @@ def main() -> int:
             not_run.append(name)
             continue
         with sweep_config(device):
-            rows = run_case(case, device, args.try_all)
+            rows = run_case(case, device)
         for dynamic, python, fx in rows:
             results.append((case, dynamic, python, fx))
             print(

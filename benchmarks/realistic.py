@@ -70,7 +70,7 @@ COPY_BYTES = 1 << 30
 @dataclasses.dataclass
 class Cell:
     """One backend on one case: how it went (``ok``, ``refused``, ``mismatch``,
-    ``error``, ``needs GPU``, ``GPU only``, ``not measured``) and what was measured."""
+    ``error``, ``GPU only``, ``not measured``) and what was measured."""
 
     status: str = "ok"
     detail: str = ""
@@ -119,7 +119,6 @@ class Subject:
     #: (size name, label, the two draws' maker) per size, in order.
     sizes: list[tuple[str, str, Callable[[], list[tuple[Any, ...]]]]]
     rtol: float | None = None
-    cpu_limit: str | None = None
     bandwidth: bool = False
     #: The results computed in float64 (``models.Built.fp64``), or None.
     fp64: Callable[..., Any] | None = None
@@ -292,8 +291,6 @@ def skip_reason(
     """Why ``backend`` is not run on this case, as (status, detail), or None."""
     if backend in GPU_ONLY and device != "cuda":
         return "GPU only", ""
-    if subject.cpu_limit and device == "cpu":
-        return "needs GPU", subject.cpu_limit
     if isinstance(runners.get(backend), str):
         return "refused", runners[backend]
     if backend not in runners and time.monotonic() > deadline:
@@ -443,7 +440,6 @@ def program_subjects(names: Sequence[str] | None, device: str, quick: bool) -> l
                 program.fn,
                 sizes,
                 program.rtol,
-                program.cpu_limit,
                 program.bandwidth,
             )
         )
@@ -455,8 +451,6 @@ def model_subject(case: Any, sizes: str, device: str) -> Subject | str:
     missing = models.missing_libraries([case.library])
     if missing:
         return f"needs {', '.join(missing)}, not installed"
-    if device == "cpu" and case.cpu_limit:
-        return f"needs GPU: {case.cpu_limit}"
     try:
         built = case.build(device)
     except Exception as error:  # noqa: BLE001 - a case that cannot be built is skipped

@@ -27,12 +27,6 @@ import torch.nn.functional as F
 
 #: The size names, in order (a CPU smoke run's tiny sizes have the same names).
 SIZES = ("small", "large")
-#: Why a program cannot run in Triton's interpreter (CPU), which has no libdevice.
-LIBDEVICE_RSQRT = "layer_norm's rsqrt is libdevice.rsqrt, which Triton's interpreter lacks"
-LIBDEVICE_SIGNBIT = (
-    "an integer floor division and remainder call libdevice.signbit, which Triton's "
-    "interpreter lacks"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +54,6 @@ class Program:
     #: Relative tolerance against eager where the dtype's is too tight: a scan over
     #: tens of millions of float32 values adds them in another order.
     rtol: float | None = None
-    #: Why it cannot run on CPU (Triton's interpreter), or ``None``.
-    cpu_limit: str | None = None
 
     @property
     def summary(self) -> str:
@@ -356,7 +348,6 @@ PROGRAMS = [
             Size("250k boxes x 80 classes", {"boxes": 250_000}),
         ),
         sizes(Size("100 boxes x 80", {"boxes": 100}), Size("400 boxes x 80", {"boxes": 400})),
-        cpu_limit=LIBDEVICE_SIGNBIT,
     ),
     Program(
         "mean_pool_tokens",
@@ -371,7 +362,6 @@ PROGRAMS = [
         unpad_inputs,
         sizes(batch(8, 512, 1024), batch(32, 1024, 2048)),
         sizes(batch(2, 16, 8), batch(4, 32, 8)),
-        cpu_limit=LIBDEVICE_RSQRT,
     ),
     Program(
         "unique_ids",
@@ -557,6 +547,6 @@ def model_cases(quick: bool) -> list[tuple[Any, str]]:
         forward = models.moe_forward("mixtral", experts=experts, **moe, **lengths)
         name = f"mixtral_forward[{experts}]"
         sizes = "one layer, vocabulary 32000, " + moe_sizes
-        limited = models.Case(name, "transformers", forward, cpu_limit=models.RMSNORM_LIMIT)
-        cases.append((limited, "the sweep's tiny sizes" if quick else sizes))
+        case = models.Case(name, "transformers", forward)
+        cases.append((case, "the sweep's tiny sizes" if quick else sizes))
     return cases

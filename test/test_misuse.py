@@ -175,14 +175,6 @@ def test_disabling_the_overlay_inside_fx_backend_names_the_cause():
                 compiled(torch.randn(8, device=DEVICE))
 
 
-@needs_interpreter
-def test_libdevice_in_cpu_mode_is_refused_at_compile_time():
-    with ifx.fx_backend("cpu"):
-        compiled = torch.compile(lambda x: x.exp() * 2, fullgraph=True)
-        with pytest.raises(Exception, match=r"calls libdevice\.exp, which Triton's interpreter"):
-            compiled(torch.randn(8))
-
-
 def test_interpret_set_after_triton_was_imported_is_refused():
     """Triton jits its own helpers (tl.sum, ...) when it is imported; set later, the
     interpreter cannot call them, so CPU mode says so instead of failing in a kernel."""

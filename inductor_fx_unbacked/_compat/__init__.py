@@ -141,6 +141,13 @@ def _triton_interpreter_index_needs_squeeze() -> bool:
 TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE = _triton_interpreter_index_needs_squeeze()
 
 
+def interpreter_np_dtype() -> Any:
+    """The interpreter's map from a Triton dtype to the NumPy dtype of its arrays."""
+    from triton.runtime import interpreter
+
+    return interpreter._get_np_dtype
+
+
 # Inductor's and Dynamo's configs. On torch 2.10 a value set (``config.patch``) in
 # one thread is seen by every thread; on 2.13 and 2.15 (checked) each thread sees
 # only what it set itself, and a new thread starts from the defaults.

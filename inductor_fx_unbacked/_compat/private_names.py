@@ -160,4 +160,5 @@ PRIVATE_NAMES: tuple[Private, ...] = (
         "triton.runtime.interpreter", "_patch_lang_tensor", checked_on="Triton 3.6 3.7 3.8 3.9"
     ),
     Private("triton.runtime.interpreter", "_patch_lang", checked_on="Triton 3.6 3.9"),
+    Private("triton.runtime.interpreter", "_get_np_dtype", checked_on="Triton 3.6 3.9"),
 )

@@ -18,6 +18,7 @@ import re
 from torch._inductor.codegen.wrapper import KernelDefinitionLine
 from torch._inductor.codegen.wrapper_fxir import FxConverter
 
+from . import interpreted_libdevice
 from .fx_triton import define_triton_kernel
 
 
@@ -29,19 +30,19 @@ _LIBDEVICE_CALL = re.compile(r"\blibdevice\.(\w+)\(")
 
 
 def check_interpretable(kernel_name: str, kernel_body: str) -> None:
-    """Raise :class:`InterpreterUnsupportedError` for a kernel that calls ``libdevice``.
+    """Raise :class:`InterpreterUnsupportedError` for a kernel that calls a ``libdevice``
+    function that the CPU mode does not compute (``interpreted_libdevice.FUNCTIONS``).
 
-    The interpreter has no ``libdevice`` (Inductor uses it for exp, tanh, erf,
-    rsqrt, pow, ...); run time would fail with an unrelated ``AttributeError``
-    inside the interpreter, so the kernel is refused when it is compiled.
+    Run time would fail with an unrelated error inside the interpreter, so the
+    kernel is refused when it is compiled.
     """
-    functions = sorted(set(_LIBDEVICE_CALL.findall(kernel_body)))
+    called = set(_LIBDEVICE_CALL.findall(kernel_body))
+    functions = sorted(called - interpreted_libdevice.FUNCTIONS)
     if functions:
         raise InterpreterUnsupportedError(
             f"Triton kernel {kernel_name} calls libdevice."
             + ", libdevice.".join(functions)
-            + ", which Triton's interpreter (the CPU mode) cannot run; run it on a GPU, "
-            "or keep to operations such as sin, cos, log, sigmoid, where and sums"
+            + ", which Triton's interpreter (the CPU mode) cannot run; run it on a GPU"
         )
 
 

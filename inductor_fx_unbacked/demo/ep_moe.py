@@ -43,8 +43,8 @@ class ExpertParallelMoE(nn.Module):
     ``forward(x, bias)`` takes this rank's tokens ``x`` of shape ``(T, dim)`` and a
     selection bias of shape ``(experts,)``, and returns ``(T, dim)``. Every rank
     must call it (the collectives pair up); ``T`` may differ between ranks.
-    ``activation`` runs between the two matmuls of an expert (``relu`` on CPU,
-    where Triton's interpreter has no libdevice; ``silu`` on GPU).
+    ``activation`` runs between the two matmuls of an expert (``relu`` in the CPU
+    tests, ``silu`` on GPU).
     """
 
     def __init__(

@@ -139,8 +139,7 @@ def synchronize(device: str) -> None:
 
 # Heavy programs: kernels large enough for the Triton config to matter. ``n`` is
 # the number of input elements (the benchmark uses 2**26 = 64M); each has two
-# inputs whose data-dependent sizes differ. Softmax and layer norm call
-# ``libdevice``, which Triton's interpreter lacks: those two run on GPUs only.
+# inputs whose data-dependent sizes differ. The benchmark runs them on GPUs only.
 
 
 def h1(x):

@@ -12,8 +12,8 @@ is one of:
 - ``refused``: a clear refusal (:func:`is_refusal`): ``ifx.CompileError`` other than
   the self-check's "differs from eager's", Dynamo's ``Unsupported``/``UserError``
   about a data-dependent guard or control flow, or (CPU mode only) a kernel that
-  needs ``libdevice``, which Triton's interpreter lacks
-  (``InterpreterUnsupportedError``; ``exp`` avoids it through ``use_fast_math``);
+  calls a ``libdevice`` function that the CPU mode does not compute
+  (``InterpreterUnsupportedError``);
 - ``mismatch``: a result differs from eager's (the self-check's refusal included);
 - ``crash``: any other exception, or the worker process dying or hanging
   (a segfault, an illegal memory access, a time limit).
@@ -204,7 +204,8 @@ def is_refusal(error: BaseException) -> bool:
     import inductor_fx_unbacked as ifx
 
     text = str(error)
-    if "InterpreterUnsupportedError" in text:  # CPU mode: a kernel needs libdevice
+    # CPU mode: a kernel calls a libdevice function the CPU mode does not compute.
+    if "InterpreterUnsupportedError" in text:
         return True
     if isinstance(error, ifx.CompileError):
         if SELF_CHECK_FAILED in text:
@@ -274,14 +275,11 @@ def run_program(program, device: str) -> dict:
         "direct": direct,
         "direct-dynamic": lambda: direct(dynamic=True),
     }
-    # On CPU, exp through tl.math: Triton's interpreter has no libdevice.
-    fast_math = device == "cpu"
     for mode in MODES:
         print(f"{MODE_LINE}{mode}", file=sys.stderr, flush=True)  # names the mode of a hard crash
         mode_started = time.monotonic()
         try:
-            with torch._inductor.config.patch(use_fast_math=fast_math):
-                results = runs[mode]()
+            results = runs[mode]()
             if device == "cuda":  # a fault of this mode's kernels shows in this mode
                 torch.cuda.synchronize()
         except Exception as error:
@@ -362,7 +360,6 @@ if __name__ == "__main__":
     warnings.simplefilter("ignore")
     torch._dynamo.config.capture_scalar_outputs = True
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
-    torch._inductor.config.use_fast_math = device == "cpu"
     fn = program.to(device) if isinstance(program, torch.nn.Module) else program
     cases = [tuple(t.to(device) for t in case) for case in INPUTS]
     expected = [fn(*case) for case in cases]

@@ -45,8 +45,7 @@ def compile_and_compare(fn, inputs, caplog, level=logging.INFO, **config):
     assert len({_count(args) for args in inputs}) >= 2, "selections of different lengths"
     torch._dynamo.reset()
     caplog.clear()
-    # On CPU, exp through tl.math (Triton's interpreter has no libdevice), as eager's.
-    patch = torch._inductor.config.patch(use_fast_math=DEVICE == "cpu", **config)
+    patch = torch._inductor.config.patch(**config)
     with caplog.at_level(level, logger=LOGGER), patch:
         with ifx.fx_backend(DEVICE), ifx.recording_graphs() as graphs:
             compiled = torch.compile(fresh_copy(fn), fullgraph=True)

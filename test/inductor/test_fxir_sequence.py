@@ -138,7 +138,8 @@ def backward(device):
 
     def loss_fn(z, y):
         if device == "cpu":
-            # The interpreter has no libdevice (exp, log1p); same graph shape.
+            # Triton 3.6's interpreter fails on BCE's minimum(0.0, z) (a float constant
+            # first: "ufunc 'bitwise_or' not supported"); same graph shape.
             return torch.nn.functional.mse_loss(torch.sigmoid(z), y)
         return torch.nn.functional.binary_cross_entropy_with_logits(z, y)
 

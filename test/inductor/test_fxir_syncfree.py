@@ -80,9 +80,7 @@ PROGRAMS = {
 
 def compile_and_check(fn, inputs, exact, **backend_options):
     torch._dynamo.reset()
-    # On CPU, exp through tl.math (Triton's interpreter has no libdevice), as eager's.
-    fast_math = torch._inductor.config.patch(use_fast_math=DEVICE == "cpu")
-    with fast_math, ifx.fx_backend(DEVICE, **backend_options), ifx.recording_graphs() as graphs:
+    with ifx.fx_backend(DEVICE, **backend_options), ifx.recording_graphs() as graphs:
         compiled = torch.compile(fresh_copy(fn), fullgraph=True)
         for args in inputs:
             got, want = compiled(*args), fn(*args)

@@ -35,13 +35,9 @@ def dynamo_config():
         yield
 
 
-INTERPRETER_HAS_NO_SIGNBIT = "Triton's interpreter has no libdevice.signbit (remainder)"
 DIVISIONS = {
     "floor_divide": lambda a, b: (a[b != 0] // b[b != 0]).sum(),
-    "remainder": pytest.param(
-        lambda a, b: (a[b != 0] % b[b != 0]).sum(),
-        marks=pytest.mark.skipif(DEVICE == "cpu", reason=INTERPRETER_HAS_NO_SIGNBIT),
-    ),
+    "remainder": lambda a, b: (a[b != 0] % b[b != 0]).sum(),
     "trunc_divide": lambda a, b: torch.div(a[b != 0], b[b != 0], rounding_mode="trunc").sum(),
     "fmod": lambda a, b: torch.fmod(a[b != 0], b[b != 0]).sum(),
 }
