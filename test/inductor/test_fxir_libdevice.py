@@ -45,7 +45,7 @@ def _frexp_product(x):
 #: name -> (the libdevice functions its kernels call, the program over a selection).
 PROGRAMS = {
     "rsqrt": ({"rsqrt"}, lambda s: torch.rsqrt(s)),
-    "layer_norm": ({"rsqrt"}, lambda s: F.layer_norm(s.view(-1, 1).expand(-1, 4) * 1.5, (4,))),
+    "layer_norm": ({"rsqrt"}, lambda s: F.layer_norm(torch.stack([s, -2 * s, s + 1], 1), (3,))),
     # Clamped: eager's CPU kernel gives NaN for gelu(inf), the formula (and a GPU) inf.
     "gelu": ({"erf"}, lambda s: F.gelu(s.clamp(max=1e3))),
     "remainder": ({"signbit"}, lambda s: torch.remainder(s * 7, 1.5)),
@@ -73,18 +73,22 @@ PROGRAMS = {
         {"erfc", "erfinv", "erfcx"},
         lambda s: s.erfc() + _bound(s).erfinv() + torch.special.erfcx(s),
     ),
+    # Finite: CUDA's cyl_bessel_i1(inf) is NaN, ATen's inf.
     "gamma_and_bessel": (
         {"lgamma", "cyl_bessel_i0", "cyl_bessel_i1"},
-        lambda s: torch.lgamma(s) + torch.special.i0(s) + torch.special.i1(s),
+        lambda s: (
+            torch.lgamma(s) + torch.special.i0(s.clamp(max=50)) + torch.special.i1(s.clamp(max=50))
+        ),
     ),
     # Through triton_helpers (frexp, nextafter), or as Inductor's release writes it
     # (ldexp; floor division also calls isnan and isinf on 2.15); Inductor before
     # 2.15 gives inf for frexp and floor division of inf where eager gives NaN, so
-    # those two take finite values.
+    # those two take finite values, and the divisor is a power of two (on a GPU,
+    # Inductor's floor(30 / 0.3) is 100, eager's 99).
     "ldexp": (set(), lambda s: torch.ldexp(s, torch.tensor(3, device=s.device))),
     "frexp": (set(), lambda s: _frexp_product(s.clamp(max=1e30))),
     "nextafter": (set(), lambda s: torch.nextafter(s, s - 1)),
-    "floor_divide": ({"floor"}, lambda s: s.clamp(max=1e30) // 0.3),
+    "floor_divide": ({"floor"}, lambda s: s.clamp(max=1e30) // 0.25),
     "float64": ({"exp", "tanh"}, lambda s: s.double().exp() + s.double().tanh()),
 }
 #: The default tier's: normalisation, exact GELU, remainder and a helper's.
