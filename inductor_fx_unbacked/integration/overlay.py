@@ -317,7 +317,7 @@ def interpreter_patches() -> list[Patch]:
     from triton.runtime import interpreter as triton_interpreter
 
     from .. import _compat
-    from . import cpu_libdevice, cpu_mode
+    from . import cpu_comparisons, cpu_libdevice, cpu_mode
 
     table = [
         wrap(triton_interpreter.InterpreterBuilder, cpu_mode.contiguous_operands, name)
@@ -341,6 +341,9 @@ def interpreter_patches() -> list[Patch]:
     ]
     if _compat.TRITON_INTERPRETER_INDEX_NEEDS_SQUEEZE:
         table.append(wrap(triton_interpreter, cpu_mode.patch_lang_tensor, "_patch_lang_tensor"))
+    table.append(
+        wrap(triton_interpreter.InterpreterBuilder, cpu_comparisons.comparing_as_int1, "binary_op")
+    )
     # Kernels that call libdevice (rsqrt, erf, tanh, pow, ...).
     table += [
         wrap(triton_interpreter, cpu_libdevice.binding_libdevice, "_patch_lang"),

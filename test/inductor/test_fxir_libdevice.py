@@ -50,6 +50,12 @@ PROGRAMS = {
     "gelu": ({"erf"}, lambda s: F.gelu(s.clamp(max=1e3))),
     "remainder": ({"signbit"}, lambda s: torch.remainder(s * 7, 1.5)),
     "mish": ({"exp", "log1p", "tanh"}, lambda s: F.mish(s)),
+    # Inductor 2.10 writes minimum(0.0, x): a comparison of a constant, broadcast
+    # (``integration/cpu_comparisons.py``).
+    "bce_with_logits": (
+        {"exp", "log1p"},
+        lambda s: F.binary_cross_entropy_with_logits(s - 2, torch.sigmoid(s), reduction="none"),
+    ),
     "pow": ({"pow"}, lambda s: torch.pow(s.abs(), s - 0.5)),
     "atan2": ({"atan2"}, lambda s: torch.atan2(s, s - 1)),
     "fmod": ({"fmod"}, lambda s: torch.fmod(s * 7, 1.5)),
