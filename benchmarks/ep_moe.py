@@ -16,7 +16,12 @@ whose split sizes differ. Backends:
 
 - ``eager``: no compile;
 - ``python``: ``torch.compile(fullgraph=True, dynamic=True)``, Inductor's Python wrapper;
-- ``fx``: the same inside ``inductor_fx_unbacked.fx_backend("cuda")`` (lowered runner).
+- ``fx``: the same inside ``inductor_fx_unbacked.fx_backend("cuda")`` (lowered runner);
+- with ``--capacity-factor F``, also ``eager-padded`` and ``fx-padded``: the layer
+  with a capacity (``ExpertParallelMoE(capacity=...)``) of ``F`` times an even
+  share (``ceil(F * tokens * k / experts)`` rows per expert and rank), whose
+  exchanges have equal splits and no size on the host; assignments past the
+  capacity are dropped, and the report counts them.
 
 Each compiled backend compiles on a copy of the step's code object (Dynamo
 caches compiled code per code object). The backends take turns in rounds of
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import statistics
 import sys
@@ -40,6 +46,7 @@ from pathlib import Path
 from benchmarks import harness
 
 BACKENDS = ("eager", "python", "fx")
+PADDED_BACKENDS = ("eager-padded", "fx-padded")
 WORLD_SIZE = 2
 
 
@@ -51,7 +58,7 @@ def forward_for(backend):
     """``forward`` for ``backend``: compiled backends get a code object of their own."""
     import torch
 
-    if backend == "eager":
+    if backend.startswith("eager"):
         return forward
     copy = types.FunctionType(forward.__code__.replace(), forward.__globals__, f"fw_{backend}")
     return torch.compile(copy, fullgraph=True, dynamic=True)
@@ -79,14 +86,22 @@ def rank_main(rank, world_size, init_method, options, out_dir):
         timeout=datetime.timedelta(seconds=300),
     )
     torch._dynamo.config.capture_scalar_outputs = True
-    moe = ExpertParallelMoE(
-        options["dim"],
-        options["hidden"],
-        options["experts_per_rank"],
-        options["top_k"],
-        # Triton's interpreter (the CPU smoke run) has no libdevice.
-        activation=torch.nn.functional.silu if cuda else torch.relu,
-    ).to(device)
+    backends = BACKENDS + (PADDED_BACKENDS if options["capacity"] else ())
+
+    def layer(capacity):
+        return ExpertParallelMoE(
+            options["dim"],
+            options["hidden"],
+            options["experts_per_rank"],
+            options["top_k"],
+            # silu on GPUs; the CPU smoke run keeps to relu, cheap in Triton's interpreter.
+            activation=torch.nn.functional.silu if cuda else torch.relu,
+            capacity=capacity,
+        ).to(device)
+
+    moe = layer(None)
+    padded = layer(options["capacity"]) if options["capacity"] else None
+    layer_of = {backend: padded if backend.endswith("padded") else moe for backend in backends}
 
     def synchronize():
         if cuda:
@@ -103,54 +118,62 @@ def rank_main(rank, world_size, init_method, options, out_dir):
         )
         for _ in range(options["inputs"])
     ]
-    received = []
+    received, dropped = [], []
     for x, bias, _ in inputs:
         counts = torch.tensor(moe.tokens_per_rank(x, bias), device=device)
         dist.all_reduce(counts)
         received.append(counts.tolist())
+        if padded is not None:
+            lost = (~padded.slots(x, bias)["kept"]).sum()
+            dist.all_reduce(lost)
+            dropped.append(lost.item())
 
     fx_graphs = []
 
     @contextlib.contextmanager
     def context(backend):
-        if backend != "fx":
+        if not backend.startswith("fx"):
             yield
             return
         with ifx.fx_backend(device_type), ifx.recording_graphs() as graphs:
             yield
         fx_graphs.extend(graphs)
 
-    def run(fn, x, bias, grad_out):
+    def run(fn, x, bias, grad_out, module=moe):
         """One step: forward and backward."""
-        moe.zero_grad(set_to_none=True)
+        module.zero_grad(set_to_none=True)
         x.grad = None
-        out = fn(moe, x, bias)
+        out = fn(module, x, bias)
         out.backward(grad_out)
         return out
 
     fns, compile_s, max_error = {}, {}, {}
-    expected = run(forward, *inputs[0]).detach()
-    for backend in BACKENDS:
+    # Each backend against eager of its own layer (the padded one drops assignments).
+    # (In one order on every rank: each call's collectives pair up across ranks.)
+    layers = [moe] if padded is None else [moe, padded]
+    expected = {m: run(forward, *inputs[0], module=m).detach() for m in layers}
+    for backend in backends:
+        module = layer_of[backend]
         fns[backend] = forward_for(backend)
         synchronize()
         dist.barrier()
         with context(backend):
             started = time.perf_counter()
-            out = run(fns[backend], *inputs[0])
+            out = run(fns[backend], *inputs[0], module=module)
             synchronize()
             compile_s[backend] = time.perf_counter() - started
-            max_error[backend] = (out.detach() - expected).abs().max().item()
+            max_error[backend] = (out.detach() - expected[module]).abs().max().item()
             for args in inputs[1:]:
-                run(fns[backend], *args)  # every split size once: no recompile
-    rounds = {backend: [] for backend in BACKENDS}
+                run(fns[backend], *args, module=module)  # every split size once: no recompile
+    rounds = {backend: [] for backend in backends}
     for _ in range(options["rounds"]):
-        for backend in BACKENDS:
+        for backend in backends:
             synchronize()
             dist.barrier()
             with context(backend):
                 started = time.perf_counter()
                 for i in range(options["iters"]):
-                    run(fns[backend], *inputs[i % len(inputs)])
+                    run(fns[backend], *inputs[i % len(inputs)], module=layer_of[backend])
                 synchronize()
                 elapsed = time.perf_counter() - started
             per_step = torch.tensor(elapsed / options["iters"], device=device)
@@ -163,7 +186,9 @@ def rank_main(rank, world_size, init_method, options, out_dir):
             "compile_s": compile_s,
             "max_error": max_error,
             "received": received,
-            "fx_graphs": len(fx_graphs),  # forward and backward: 2, else it recompiled
+            "dropped": dropped,
+            # A forward and a backward per layer; more would be recompiles.
+            "fx_graphs": len(fx_graphs),
         }
         (out_dir / "result.json").write_text(json.dumps(result))
 
@@ -171,7 +196,8 @@ def rank_main(rank, world_size, init_method, options, out_dir):
 def report_lines(options: dict, result: dict) -> list[str]:
     """The measurement: the layer, the exchange, per-backend step times and errors."""
     tokens = WORLD_SIZE * options["tokens"]
-    median = {b: statistics.median(result["rounds"][b]) for b in BACKENDS}
+    median = {b: statistics.median(rounds) for b, rounds in result["rounds"].items()}
+    capacity = options["capacity"]
     lines = [
         "## Steps",
         "",
@@ -181,7 +207,17 @@ def report_lines(options: dict, result: dict) -> list[str]:
         f"{'silu' if options['device'] == 'cuda' else 'relu'}; one step = forward + backward; "
         f"{options['inputs']} inputs whose split sizes differ, in turn.",
         f"- Tokens received per rank, per input: {result['received']}; FX graphs "
-        f"compiled: {result['fx_graphs']} (forward and backward; more would be recompiles).",
+        f"compiled: {result['fx_graphs']} (a forward and a backward per layer; more would "
+        "be recompiles).",
+        *(
+            [
+                f"- Padded layer: capacity {capacity} rows per expert and rank; assignments "
+                f"dropped per input (both ranks): {result['dropped']} of "
+                f"{tokens * options['top_k']}; its error is against eager of the padded layer.",
+            ]
+            if capacity
+            else []
+        ),
         f"- Each backend: {options['rounds']} rounds of {options['iters']} synchronized steps, "
         "time per step = the slower rank's; median over rounds.",
         "",
@@ -189,7 +225,7 @@ def report_lines(options: dict, result: dict) -> list[str]:
         "max abs error vs eager |",
         "|---|---|---|---|---|---|",
     ]
-    for backend in BACKENDS:
+    for backend in result["rounds"]:
         rounds = ", ".join(f"{t * 1e3:.2f}" for t in result["rounds"][backend])
         lines.append(
             f"| {backend} | {median[backend] * 1e3:.3f} | {tokens / median[backend]:,.0f} | "
@@ -202,6 +238,11 @@ def report_lines(options: dict, result: dict) -> list[str]:
         f"ep_moe_fx_over_python_wrapper: {median['fx'] / median['python']:.2f}",
         f"ep_moe_ranks: {WORLD_SIZE}",
         f"ep_moe_fx_over_eager: {median['fx'] / median['eager']:.2f}",
+        *(
+            [f"ep_moe_fx_padded_over_fx: {median['fx-padded'] / median['fx']:.2f}"]
+            if capacity
+            else []
+        ),
     ]
 
 
@@ -223,6 +264,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=240, help="seconds for the ranks")
     parser.add_argument("--tests-timeout", type=float, default=200, help="seconds for pytest")
     parser.add_argument("--quick", action="store_true", help="a smoke run: a tiny layer, 2 steps")
+    parser.add_argument(
+        "--capacity-factor",
+        type=float,
+        default=None,
+        help="also measure the padded layer, with this many times an even share per expert",
+    )
     args = parser.parse_args()
     if args.quick:
         args.tokens, args.dim, args.hidden, args.inputs = 64, 16, 32, 2
@@ -260,7 +307,11 @@ def main() -> int:
         name: getattr(args, name)
         for name in ("tokens", "dim", "hidden", "experts_per_rank", "top_k", "inputs", "device")
     }
-    options.update(iters=args.iters, rounds=args.rounds)
+    experts = WORLD_SIZE * args.experts_per_rank
+    capacity = None
+    if args.capacity_factor is not None:
+        capacity = math.ceil(args.capacity_factor * args.tokens * args.top_k / experts)
+    options.update(iters=args.iters, rounds=args.rounds, capacity=capacity)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor-cache"))
         spawn_ranks(rank_main, WORLD_SIZE, (options, Path(tmp)), timeout=args.timeout)

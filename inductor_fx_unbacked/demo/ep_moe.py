@@ -19,6 +19,14 @@ Each of the ``world_size`` ranks holds ``experts_per_rank`` experts. A forward:
 auxiliary-loss-free load balancing), so that a test can steer every token away
 from a rank, which then receives no tokens at all.
 
+With a ``capacity``, the layer dispatches as capacity-limited MoE does instead:
+each expert takes at most ``capacity`` assignments from each rank (the first in
+token order; the others are dropped, and contribute nothing), in a buffer of
+that many rows per expert, padded with zeros, and both ``all_to_all`` exchanges
+have equal splits. No size comes to the host: the forward has no sync and no
+unbacked symbol, and with a capacity of ``T * k`` nothing is dropped, so that it
+computes what the exact layer does, on padded batches.
+
 :func:`spawn_ranks` starts one process per rank (as ``torchrun`` would, without
 it) for the tests and ``benchmarks/ep_moe.py``.
 """
@@ -56,6 +64,7 @@ class ExpertParallelMoE(nn.Module):
         group: dist.ProcessGroup | None = None,
         activation=torch.relu,
         seed: int = 0,
+        capacity: int | None = None,
     ) -> None:
         super().__init__()
         self.group = group if group is not None else dist.group.WORLD
@@ -65,6 +74,7 @@ class ExpertParallelMoE(nn.Module):
         self.experts = experts_per_rank * self.world_size
         self.k = k
         self.activation = activation
+        self.capacity = capacity
         # The router is replicated: the same weights on every rank.
         g = torch.Generator().manual_seed(seed)
         self.router = nn.Parameter(torch.randn(dim, self.experts, generator=g) / dim**0.5)
@@ -86,6 +96,8 @@ class ExpertParallelMoE(nn.Module):
         return torch.bincount(ranks.reshape(-1), minlength=self.world_size).tolist()
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        if self.capacity is not None:
+            return self._padded_forward(x, bias)
         tokens, dim = x.shape
         world, local = self.world_size, self.experts_per_rank
 
@@ -130,6 +142,56 @@ class ExpertParallelMoE(nn.Module):
             torch.cat(outputs), send_splits, recv_splits, self.group
         )
         weighted = returned * weights.reshape(-1)[order].unsqueeze(1)
+        return torch.zeros_like(x).index_add(0, token_of, weighted)
+
+    def slots(self, x: torch.Tensor, bias: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The padded dispatch's plan: the assignments in expert order (``order``, the
+        token of each, ``token_of``), and the row of the send buffer each goes to
+        (``slot``: ``expert * capacity`` plus its rank among the expert's, or the
+        last row, ``experts * capacity``, for one dropped)."""
+        assert self.capacity is not None, "slots() is the padded dispatch's"
+        logits, chosen = self.route(x, bias)
+        expert_of = chosen.reshape(-1)
+        order = torch.argsort(expert_of, stable=True)
+        sorted_experts = expert_of[order]
+        counts = torch.zeros(self.experts, dtype=torch.int64, device=x.device)
+        counts = counts.scatter_add(0, expert_of, torch.ones_like(expert_of))
+        starts = torch.cumsum(counts, 0) - counts
+        rank_in_expert = torch.arange(order.numel(), device=x.device) - starts[sorted_experts]
+        kept = rank_in_expert < self.capacity
+        dropped_row = self.experts * self.capacity
+        slot = torch.where(kept, sorted_experts * self.capacity + rank_in_expert, dropped_row)
+        return {"logits": logits, "chosen": chosen, "order": order, "slot": slot, "kept": kept}
+
+    def _padded_forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        tokens, dim = x.shape
+        world, local, capacity = self.world_size, self.experts_per_rank, self.capacity
+        plan = self.slots(x, bias)
+        order, slot = plan["order"], plan["slot"]
+        token_of = order // self.k
+        scores = torch.relu(torch.gather(plan["logits"], 1, plan["chosen"])) + 1e-2
+        weights = scores / scores.sum(dim=-1, keepdim=True)
+
+        # Dispatch: every rank sends local * capacity rows to every rank.
+        rows = self.experts * capacity
+        send = x.new_zeros(rows + 1, dim).index_put((slot,), x[token_of])[:rows]
+        routed = funcol.all_to_all_single_autograd(send, None, None, self.group)
+
+        # The local experts, each on its capacity rows from every rank.
+        routed = routed.view(world, local, capacity, dim)
+        outputs = []
+        for j in range(local):
+            batch = routed[:, j].reshape(world * capacity, dim)
+            hidden = self.activation(batch @ self.w_in[j]) @ self.w_out[j]
+            outputs.append(hidden.view(world, 1, capacity, dim))
+
+        # Combine: the results go back to the rows they came from; a dropped
+        # assignment reads the zero row after them.
+        returned = funcol.all_to_all_single_autograd(
+            torch.cat(outputs, 1).reshape(rows, dim), None, None, self.group
+        )
+        returned = torch.cat([returned, returned.new_zeros(1, dim)])
+        weighted = returned[slot] * weights.reshape(-1)[order].unsqueeze(1)
         return torch.zeros_like(x).index_add(0, token_of, weighted)
 
 

@@ -293,3 +293,65 @@ def test_check_failing_on_one_rank_ends_the_other_ranks_wait(tmp_path, cpu_mode_
     assert "timed out" in waiting["error"].lower() or "timeout" in waiting["error"].lower()
     # The graph was compiled before: the wait ends at the timeout, not before.
     assert FAILURE_PG_TIMEOUT_S * 0.9 < waiting["s"] < FAILURE_PG_TIMEOUT_S + 30, waiting
+
+
+# The padded dispatch: capacity rows per expert, no size on the host.
+
+
+def padded_and_exact(rank, world_size, init_method, out_dir):
+    """One rank: the padded layer against the exact one (eager), and compiled against
+    itself eager, forward and backward, with capacities that keep every assignment
+    and one that drops some; the compiled graphs are summarised."""
+    device = init_rank(rank, world_size, init_method, "cpu", PG_TIMEOUT_S)
+    results = {"dropped": [], "graphs": []}
+    try:
+        exact = ExpertParallelMoE(DIM, HIDDEN, EXPERTS_PER_RANK, TOP_K)
+        full = max(TOKENS) * TOP_K
+        for capacity in (full, 1):
+            padded = ExpertParallelMoE(DIM, HIDDEN, EXPERTS_PER_RANK, TOP_K, capacity=capacity)
+            compiled = torch.compile(padded, fullgraph=True, dynamic=True)
+            with (
+                config.patch(compile_threads=1),
+                ifx.fx_backend("cpu"),
+                ifx.recording_graphs() as graphs,
+            ):
+                for step in range(2):
+                    generator = torch.Generator().manual_seed(1000 * step + rank)
+                    x = torch.randn(TOKENS[rank] - step, DIM, generator=generator).to(device)
+                    bias = torch.zeros(padded.experts, device=device)
+                    expected = forward_backward(padded, x, bias)
+                    if capacity == full:
+                        close(forward_backward(exact, x, bias), expected, rank, "exact")
+                    else:
+                        dropped = int((~padded.slots(x, bias)["kept"]).sum())
+                        results["dropped"].append(dropped)
+                    close(expected, forward_backward(compiled, x, bias), rank, "compiled")
+            results["graphs"] += [summary(gm) for gm in graphs]
+    finally:
+        dist.destroy_process_group()
+    (out_dir / f"rank{rank}.pkl").write_bytes(pickle.dumps(results))
+
+
+def close(actual, expected, rank, what):
+    for name in expected:
+        torch.testing.assert_close(
+            actual[name],
+            expected[name],
+            rtol=1e-4,
+            atol=1e-5,
+            msg=lambda m, name=name: f"rank {rank}, {what}, {name}: {m}",
+        )
+
+
+def test_padded_dispatch_keeps_every_size_on_the_device(tmp_path, cpu_mode_env):
+    """With a capacity of T * k the padded layer equals the exact one; with a
+    capacity of one it drops assignments, as capacity-limited MoE does, and compiled
+    it equals itself eager. Its graphs, one forward and one backward per capacity
+    (the token counts differ between the two steps: no recompile), exchange with
+    equal splits and define no unbacked symbol."""
+    for result in run_ranks(padded_and_exact, tmp_path):
+        assert any(result["dropped"]), result["dropped"]
+        assert len(result["graphs"]) == 4, "a forward and a backward per capacity"
+        for graph in result["graphs"]:
+            assert not graph["defined"] and not graph["symbol_inputs"], graph
+            assert "_c10d_functional::all_to_all_single" in graph["collectives"]
