@@ -35,9 +35,7 @@ def binding_libdevice(original: F) -> F:
 
     # Where Inductor found no libdevice it names ``tl.math``, whose functions are the
     # interpreter's own already.
-    seen = triton_compat.libdevice
-    if seen is None or seen is tl.math or seen is cuda_libdevice:
-        seen = None
+    seen = None if triton_compat.libdevice is tl.math else triton_compat.libdevice
     functions = {
         name: getattr(cuda_libdevice, name)
         for name in sorted(interpreted_libdevice.FUNCTIONS)

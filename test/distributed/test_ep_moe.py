@@ -106,21 +106,23 @@ def train_and_compare(rank, world_size, init_method, device_type, out_dir):
                     bias[EXPERTS_PER_RANK:] = -1e4
                 tokens_per_rank.append(moe.tokens_per_rank(x, bias))
                 expected = forward_backward(moe, x, bias)
-                actual = forward_backward(compiled, x, bias)
-                for name in expected:
-                    torch.testing.assert_close(
-                        actual[name],
-                        expected[name],
-                        rtol=1e-4,
-                        atol=1e-5,
-                        msg=lambda m, name=name, step=step: (
-                            f"rank {rank}, step {step}, {name}: {m}"
-                        ),
-                    )
+                close(forward_backward(compiled, x, bias), expected, rank, f"step {step}")
     finally:
         dist.destroy_process_group()
     result = {"tokens_per_rank": tokens_per_rank, "graphs": [summary(gm) for gm in graphs]}
     (out_dir / f"rank{rank}.pkl").write_bytes(pickle.dumps(result))
+
+
+def close(actual, expected, rank, what):
+    """Every result of ``forward_backward`` equal, naming the rank, ``what`` and the result."""
+    for name in expected:
+        torch.testing.assert_close(
+            actual[name],
+            expected[name],
+            rtol=1e-4,
+            atol=1e-5,
+            msg=lambda m, name=name: f"rank {rank}, {what}, {name}: {m}",
+        )
 
 
 def forward_backward(module, x, bias):
@@ -321,26 +323,15 @@ def padded_and_exact(rank, world_size, init_method, out_dir):
                     bias = torch.zeros(padded.experts, device=device)
                     expected = forward_backward(padded, x, bias)
                     if capacity == full:
-                        close(forward_backward(exact, x, bias), expected, rank, "exact")
+                        close(expected, forward_backward(exact, x, bias), rank, "against exact")
                     else:
                         dropped = int((~padded.slots(x, bias)["kept"]).sum())
                         results["dropped"].append(dropped)
-                    close(expected, forward_backward(compiled, x, bias), rank, "compiled")
+                    close(forward_backward(compiled, x, bias), expected, rank, "compiled")
             results["graphs"] += [summary(gm) for gm in graphs]
     finally:
         dist.destroy_process_group()
     (out_dir / f"rank{rank}.pkl").write_bytes(pickle.dumps(results))
-
-
-def close(actual, expected, rank, what):
-    for name in expected:
-        torch.testing.assert_close(
-            actual[name],
-            expected[name],
-            rtol=1e-4,
-            atol=1e-5,
-            msg=lambda m, name=name: f"rank {rank}, {what}, {name}: {m}",
-        )
 
 
 def test_padded_dispatch_keeps_every_size_on_the_device(tmp_path, cpu_mode_env):

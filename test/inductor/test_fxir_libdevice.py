@@ -178,6 +178,10 @@ def test_the_table_computes_as_torch_in_the_operands_dtype(symbol, dtype):
     torch.testing.assert_close(torch.from_numpy(computed), _UNARY[symbol](x), equal_nan=True)
 
 
+def numpy_of(values, dtype=torch.float32):
+    return torch.tensor(values, dtype=dtype).numpy()
+
+
 def test_the_integer_results_of_the_table():
     x = numpy_of([0.0, -0.0, 1e-40, 0.75, -6.0, float("inf"), float("nan")])
     signbit = interpreted_libdevice.compute("__nv_signbitf", x)
@@ -187,10 +191,6 @@ def test_the_integer_results_of_the_table():
     assert ilogb == [int_min, int_min, -133, -1, 2, int_max, int_min]
     powi = interpreted_libdevice.compute("__nv_powif", x, numpy_of([3] * 7, torch.int32))
     assert powi.dtype.name == "float32" and powi[4] == -216.0
-
-
-def numpy_of(values, dtype=torch.float32):
-    return torch.tensor(values, dtype=dtype).numpy()
 
 
 def test_a_libdevice_function_the_cpu_mode_lacks_is_refused_naming_it():
