@@ -58,7 +58,9 @@ def shaped(block: int, warps: int, rank: str):
 
     def nonzero(x: torch.Tensor) -> torch.Tensor:
         work, blocks, total = starts(x)
-        out = torch.empty_strided((total, 1), (1, max(total, 1)), dtype=torch.int64, device=x.device)
+        out = torch.empty_strided(
+            (total, 1), (1, max(total, 1)), dtype=torch.int64, device=x.device
+        )
         indices[(blocks,)](x, work, out, x.numel(), BLOCK=block, RANK=rank_dtype, num_warps=warps)
         return out
 
@@ -91,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
     quick = args.quick or device == "cpu"
     sizes = (3 * 2048 + 5,) if quick else tuple(args.sizes)
-    shapes = list(itertools.product(BLOCKS[:2] if quick else BLOCKS, WARPS[:1] if quick else WARPS, RANKS))
+    shapes = list(
+        itertools.product(BLOCKS[:2] if quick else BLOCKS, WARPS[:1] if quick else WARPS, RANKS)
+    )
     calls = 2 if quick else args.calls
     report = harness.Report(
         args.out,

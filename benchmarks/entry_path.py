@@ -32,9 +32,10 @@ GROUPS = (
     ("torch/_inductor", "Inductor"),
     # The runner runs the graph, as it does for the direct call: its modules, the
     # code it generates (named ``<inductor_fx_unbacked lowered ...>``) and, on CPU,
-    # the CPU mode's kernel launcher and its interpreter patches. The programs are the user's code (the time in
-    # their frame is Dynamo's frame evaluation). The rest of the package is on the
-    # entry path (the backend's wrappers, the checks per call).
+    # the CPU mode's kernel launcher and its interpreter patches. The programs are
+    # the user's code (the time in their frame is Dynamo's frame evaluation). The
+    # rest of the package is on the entry path (the backend's wrappers, the checks
+    # per call).
     ("inductor_fx_unbacked/runner", "this package's runner"),
     ("<inductor_fx_unbacked lowered", "this package's runner"),
     ("inductor_fx_unbacked/integration/cpu_", "this package's runner"),

@@ -317,11 +317,18 @@ def interpreter_patches() -> list[Patch]:
     from triton.runtime import interpreter as triton_interpreter
 
     from .. import _compat
-    from . import cpu_comparisons, cpu_libdevice, cpu_mode
+    from . import cpu_atomics, cpu_comparisons, cpu_libdevice, cpu_mode
+
+    def rmw(original: Any) -> Any:
+        # One row per attribute: contiguous operands, and the bfloat16 operations
+        # (accumulation into slots) that the interpreter lacks.
+        return cpu_atomics.computing_bfloat16_atomics(cpu_mode.contiguous_operands(original))
 
     table = [
-        wrap(triton_interpreter.InterpreterBuilder, cpu_mode.contiguous_operands, name)
-        for name in ("create_atomic_rmw", "create_atomic_cas")
+        wrap(
+            triton_interpreter.InterpreterBuilder, cpu_mode.contiguous_operands, "create_atomic_cas"
+        ),
+        wrap(triton_interpreter.InterpreterBuilder, rmw, "create_atomic_rmw"),
     ]
     table.append(wrap(triton_interpreter, cpu_mode.converting_floats, "_implicit_cvt"))
     # Launches of user kernels inside a traced ``triton_op`` record the kernel call.

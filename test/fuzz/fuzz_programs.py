@@ -18,8 +18,10 @@ Families (``FAMILIES``): masked chains (a selection by a boolean mask, ``torch.w
 indices, ``nonzero``/``index_select``, ``masked_select``, then an elementwise chain,
 then a reduction, a scan, or the selection itself), integer division under a mask,
 indices and labels under a mask (``gather``, ``index_select``, ``cross_entropy``,
-``nll_loss``), ``.item()``-sized ops, ``unique``, ``repeat_interleave`` and an
-``nn.Linear`` whose parameters require grad.
+``nll_loss``), ``.item()``-sized ops, ``unique``, ``repeat_interleave``, an ``nn.Linear`` whose
+parameters require grad, sorting and top-k over a selection (``ordered``), and
+accumulation into slots by kept indices (``scattered``: ``index_add_``,
+``scatter_add``, ``index_put`` with ``accumulate``, ``bincount``).
 """
 
 from __future__ import annotations
@@ -564,9 +566,132 @@ def bool_counts(draw: _Draw) -> tuple[str, tuple[int, ...]]:
     return _render(["b", "k"], body, cases), tuple(counts)
 
 
-#: family name -> (generator, weight)
+def ordered(draw: _Draw) -> tuple[str, tuple[int, ...]]:
+    """Sorting and top-k over a selection (min-p sampling, confidence filtering,
+    detection candidates): ``sort``, ``argsort`` and ``topk`` with ``k`` read by
+    ``.item()``. Masked-out positions hold NaN, inf and extremes, which would sort
+    first or last if they leaked."""
+    dtype = draw.choice(FLOATS + INTS)
+    n = draw.choice((1, 2, 5, 9, 16))
+    descending = draw.choice(("True", "False"))
+    kind = draw.choice(("sort", "sort_values", "argsort", "topk_selected", "topk_all"))
+    from_key = kind.startswith("topk") or draw.rng.random() < 0.6
+    body = ["m = k > 0" if from_key else "m = x > 0", "s = x[m]"]
+    if kind == "sort":
+        body.append(f"return torch.sort(s, descending={descending}, stable=True)")
+    elif kind == "sort_values":
+        tail = draw.choice(
+            ("v", "v.cumsum(0)" if dtype in ("float32", "int64") else "v * 2", "v[:1]")
+        )
+        body += [f"v = s.sort(descending={descending}, stable=True).values", f"return {tail}"]
+    elif kind == "argsort":
+        body.append(f"return s.argsort(descending={descending}, stable=True)")
+    elif kind == "topk_selected":
+        # k > 1 keeps a subset of what k > 0 keeps; Dynamo needs that said.
+        body = [
+            "m = k > 0",
+            "s = x[m]",
+            "c = (k > 1).sum().item()",
+            "torch._check(c <= s.shape[0])",
+            "return s.topk(c).values",
+        ]
+    else:
+        # Over all of x, junk included (NaN sorts above everything), as realistic code does.
+        body = ["c = (k > 0).sum().item()", "return x.topk(c).values"]
+    draw.reduces = "cumsum" in body[-1]
+    counts = draw.counts(n)
+    cases = []
+    for count in counts:
+        kept = draw.kept(n, count)
+        if dtype in FLOATS:
+            junk = FLOAT_JUNK if from_key else ("nan", "-inf", "-1.0", "0.0", "-1e30", "-0.0")
+            # Ties among kept values: a stable sort's order of them is defined.
+            x_values = [
+                draw.choice(("0.5", "1.25", draw.positive())) if keep else draw.choice(junk)
+                for keep in kept
+            ]
+        else:
+            low, high = INT_EXTREMES[dtype]
+            x_values = [
+                draw.small_int(1, 6) if keep else draw.choice((str(low), str(high), "0", "-3"))
+                for keep in kept
+            ]
+        keys = [
+            draw.choice(("0.5", "1.5", draw.positive())) if keep else draw.choice(("-1.0", "nan"))
+            for keep in kept
+        ]
+        case = [_tensor(x_values, dtype)]
+        if from_key:
+            case.append(_tensor(keys, "float32"))
+        cases.append(case)
+    return _render(["x", "k"] if from_key else ["x"], body, cases), tuple(counts)
+
+
+def scattered(draw: _Draw) -> tuple[str, tuple[int, ...]]:
+    """Accumulation into slots by kept indices (a mixture of experts' combine, segment
+    sums, histograms): ``index_add_``, ``scatter_add``, ``index_put`` with
+    ``accumulate``, ``bincount``. Masked-out indices are out of range, huge or negative,
+    and their values NaN or extreme."""
+    dtype = draw.choice(FLOATS + INTS)
+    n, slots = draw.choice((1, 4, 9, 14)), draw.choice((1, 3, 5))
+    rows = dtype in FLOATS and draw.rng.random() < 0.3
+    columns = draw.choice((2, 3)) if rows else 1
+    by_key = draw.rng.random() < 0.4
+    mask = "w > 0" if by_key else f"(idx >= 0) & (idx < {slots})"
+    shape = f"({slots}, {columns})" if rows else f"({slots},)"
+    weighted = "x[m] * w[m, None].to(x.dtype)" if rows and by_key else "x[m]"
+    kind = draw.choice(
+        ("index_add", "scatter_add", "index_put", "bincount") if not rows else ("index_add",)
+    )
+    accumulate = {
+        "index_add": [f"out = x.new_zeros{shape}", f"out.index_add_(0, idx[m], {weighted})"],
+        "scatter_add": [f"out = x.new_zeros({slots}).scatter_add(0, idx[m], x[m])"],
+        "index_put": [f"out = x.new_zeros({slots}).index_put((idx[m],), x[m], accumulate=True)"],
+        "bincount": [f"out = torch.bincount(idx[m], minlength={slots})"],
+    }[kind]
+    tail = draw.choice(("out", "out.sum(0)", "out * 2", "(out, out.sum(0))"))
+    draw.reduces = True
+    body = [f"m = {mask}", *accumulate, f"return {tail}"]
+    counts = draw.counts(n)
+    cases = []
+    for count in counts:
+        kept = draw.kept(n, count)
+        idx = [
+            str(draw.rng.randrange(slots)) if keep else str(draw.choice(INDEX_JUNK + (slots,)))
+            for keep in kept
+        ]
+        x_values = []
+        for keep in kept:
+            for _ in range(columns):
+                if dtype in FLOATS:
+                    x_values.append(
+                        draw.positive() if keep else draw.choice(("nan", "inf", "-1e30"))
+                    )
+                else:
+                    low, high = INT_EXTREMES[dtype]
+                    x_values.append(
+                        draw.small_int() if keep else draw.choice((str(low), str(high)))
+                    )
+        weights = [draw.positive() if keep else draw.choice(("0.0", "-1.0")) for keep in kept]
+        if by_key:
+            # Out-of-range indices only where the weight masks them out.
+            idx = [i if keep else str(draw.choice(INDEX_JUNK)) for i, keep in zip(idx, kept)]
+        case = [_tensor(x_values, dtype, (n, columns) if rows else None), _tensor(idx, "int64")]
+        if by_key:
+            case.append(_tensor(weights, "float32"))
+        cases.append(case)
+    return _render(["x", "idx", "w"] if by_key else ["x", "idx"], body, cases), tuple(counts)
+
+
+#: family name -> (generator, weight). A program's family is the first draw of its
+#: seed (``random.choices`` over these weights, in this order), so a family added
+#: later takes part of the first family's weight, at the start of the range: the
+#: seed of every program outside that part keeps its program (the seeds kept as
+#: regression tests among them).
 FAMILIES: dict[str, tuple[Callable[[_Draw], tuple[str, tuple[int, ...]]], float]] = {
-    "masked_chain": (masked_chain, 6),
+    "ordered": (ordered, 0.6),
+    "scattered": (scattered, 0.6),
+    "masked_chain": (masked_chain, 4.8),
     "integer_division": (integer_division, 2),
     "labelled": (labelled, 2.5),
     "indexed": (indexed, 2),
