@@ -28,7 +28,7 @@ needs no sort: :func:`unique` says how.
 
 An input these kernels do not cover (another rank, a non-contiguous or empty
 tensor, an explicit ``output_size``, negative repeats or one longer than
-:data:`LONGEST_REPEAT`, more than :data:`LARGEST` elements)
+:data:`LONGEST_REPEAT`, more than :data:`LARGEST` elements, except for ``masked_select``)
 goes to the operator itself, which also raises its own errors.
 
 The kernels are compiled on their first call for each device, dtypes and
@@ -74,12 +74,13 @@ _DTYPES = frozenset(
     }
 )
 _LIMIT = 2**31 - BLOCK
-#: The most elements the kernels take; larger inputs go to ATen's operators. On a
-#: small input ATen's host path is most of the time and the kernels win (1M
-#: elements, H200); on 64M and 256M their device time is 1.9 times ATen's
-#: (``benchmarks/results/2026-12-03-h200-realistic-39f8f68.md``), which the host path no
-#: longer pays back. The crossover between was not measured: ``benchmarks.compaction
-#: --n N`` measures a size.
+#: The most elements ``nonzero``, ``repeat_interleave`` and ``unique`` take; larger
+#: inputs go to ATen's operators. On a small input ATen's host path is most of the
+#: time and the kernels win (1M elements, H200). With int32 ranks in a block, a
+#: call at 64M and 256M elements takes 0.99 of ATen's time for ``nonzero`` and 0.66
+#: for ``masked_select`` (H100, ``results/2026-12-05-h100-compaction-tuning-8ac2ec6.md``;
+#: with int64 ranks 1.7 and 1.2): ``masked_select`` takes every size, the others
+#: gain nothing past this one.
 LARGEST = 1 << 22
 #: The longest repeat the runner's ``repeat_interleave`` writes (its kernel loops
 #: over a block's longest one, a whole block wide); longer ones go to ATen's.
@@ -207,10 +208,12 @@ def _static_launch(static: Any) -> Callable[..., None]:
     return launch
 
 
-def _covered(x: torch.Tensor) -> bool:
+def _covered(x: torch.Tensor, largest: int | None = None) -> bool:
     """Whether the kernels compute the operator on ``x``: one contiguous dimension of
-    a dtype they load, on a device where they run, small enough for int32 sizes."""
-    if x.dim() != 1 or x.dtype not in _DTYPES or not 0 < x.numel() <= min(LARGEST, _LIMIT - 1):
+    a dtype they load, on a device where they run, of at most ``largest`` elements,
+    small enough for int32 sizes."""
+    largest = LARGEST if largest is None else largest
+    if x.dim() != 1 or x.dtype not in _DTYPES or not 0 < x.numel() <= min(largest, _LIMIT - 1):
         return False
     if x.stride(0) != 1:
         return False
@@ -300,8 +303,8 @@ def nonzero(x: torch.Tensor) -> torch.Tensor:
 def masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``aten.masked_select(x, mask)``."""
     if not (
-        _covered(x)
-        and _covered(mask)
+        _covered(x, _LIMIT)
+        and _covered(mask, _LIMIT)
         and mask.dtype == torch.bool
         and mask.numel() == x.numel()
         and mask.device == x.device
