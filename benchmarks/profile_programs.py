@@ -12,6 +12,13 @@ For each program and backend (``benchmarks/data_dependent.py``'s), after warm-up
   holds the kernels' sources and, for the FX backend, its graph and runner.
 
     python -m benchmarks.profile_programs --programs P1 H2 --out /tmp/profile.md
+
+``--realistic`` names programs of ``benchmarks/realistic_cases.py`` (at
+``--size``) and real-library cases of its model sweep, run with its backends
+(``eager``, ``python``, ``fx``, ``direct``):
+
+    python -m benchmarks.profile_programs --programs --realistic returns_over_valid_steps \
+        expanded_scan "qwen3_moe_block[eager]" --backends eager fx direct --out /tmp/p.md
 """
 
 from __future__ import annotations
@@ -146,7 +153,11 @@ def context(backend: str) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--programs", nargs="+", default=["P1", "P2", "P5", "P7", "H1", "H2"])
+    parser.add_argument("--programs", nargs="*", default=["P1", "P2", "P5", "P7", "H1", "H2"])
+    parser.add_argument(
+        "--realistic", nargs="*", default=(), help="realistic programs and model cases by name"
+    )
+    parser.add_argument("--size", choices=("small", "large"), default="large")
     parser.add_argument("--backends", nargs="+", default=["eager", "python", "fx"])
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--host-profile", nargs="*", default=(), help="programs to cProfile")
@@ -156,8 +167,6 @@ def main() -> None:
     parser.add_argument("--heavy-n", type=int, default=data_dependent.HEAVY_N)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-
-    import torch
 
     from inductor_fx_unbacked.demo.programs import BY_NAME, HEAVY_PROGRAMS
 
@@ -171,48 +180,105 @@ def main() -> None:
         size = data_dependent.program_size(name, args.n, args.heavy_n)
         first, second = program.inputs("cuda", size)
         report.add("", f"## {name}: `{program.source}`", "")
-        for backend in args.backends:
-            handler = None
-            if args.code is not None and backend != "eager":
-                handler = code_log(args.code, f"{name}-{backend}")
-            try:
-                with context(backend):
-                    fn = data_dependent.compiled_fn(
-                        program, backend.removesuffix("-nosplit"), first, "cuda"
-                    )
-                    for _ in range(3):
-                        fn(*second)
-                        fn(*first)
-                    rows, device_us = kernel_table(fn, first, args.calls)
-                    wall_us = wall_per_call(fn, first, 5 * args.calls)
-                    host = None
-                    steps = timeline(fn, first) if name in args.timeline else None
-                    if name in args.host_profile and backend != "eager":
-                        host = host_profile(fn, first, 10 * args.calls)
-            except Exception as e:  # noqa: BLE001 - reported per backend
-                report.add(f"- {backend}: {harness.error_line(e)}")
-                continue
-            finally:
-                if handler is not None:
-                    logging.getLogger("torch._inductor").removeHandler(handler)
-                    handler.close()
-                    torch._logging.set_logs()
-            report.add(
-                *[
-                    f"### {backend}: wall {wall_us:.1f} µs per call, device {device_us:.1f} µs",
-                    "",
-                    "| kernel | launches | device µs |",
-                    "|---|---|---|",
-                    *(f"| `{k}` | {count:g} | {us:.1f} |" for k, count, us in rows),
-                    "",
-                ]
+
+        def compile_program(backend: str, program: Any = program, first: Any = first) -> Any:
+            return data_dependent.compiled_fn(
+                program, backend.removesuffix("-nosplit"), first, "cuda"
             )
-            if steps is not None:
-                report.add("One call (µs from its start):", "", "| start | µs | where | what |")
-                report.add("|---|---|---|---|")
-                report.add(*(f"| {t:.1f} | {d:.1f} | {w} | `{n}` |" for t, d, w, n in steps), "")
-            if host is not None:
-                report.add("```", host.strip(), "```", "")
+
+        profile_backends(report, args, name, compile_program, first, second)
+    if args.realistic:
+        profile_realistic(report, args)
+
+
+def profile_realistic(report: Any, args: Any) -> None:
+    """The realistic programs and model cases named, as ``benchmarks.realistic``
+    runs them: gradients off, the model sweep's Dynamo settings."""
+    import torch
+
+    from benchmarks import models, realistic
+
+    with torch.no_grad(), models.sweep_config("cuda"):
+        for name, summary, fn, first, second in realistic_subjects(args.realistic, args.size):
+            report.add("", f"## {name} ({args.size}): {summary}", "")
+
+            def compile_realistic(backend: str, fn: Any = fn, first: Any = first) -> Any:
+                return realistic.compiled(backend.removesuffix("-nosplit"), fn, first)
+
+            profile_backends(report, args, name, compile_realistic, first, second)
+
+
+def realistic_subjects(
+    names: Any, size: str, device: str = "cuda"
+) -> list[tuple[str, str, Any, Any, Any]]:
+    """(name, summary, fn, first draw, second draw) of each realistic program or
+    real-library case named, at ``size`` (a model case at its one size)."""
+    from benchmarks import realistic_cases
+
+    subjects = []
+    programs = {program.name: program for program in realistic_cases.PROGRAMS}
+    cases = {case.name: (case, sizes) for case, sizes in realistic_cases.model_cases(quick=False)}
+    for name in names:
+        if name in programs:
+            program = programs[name]
+            dims = program.sizes[size].dims
+            first, second = (program.inputs(device, dims, draw) for draw in (0, 1))
+            label = f"{program.sizes[size].label}; {program.summary}"
+            subjects.append((name, label, program.fn, first, second))
+        else:
+            case, sizes = cases[name]
+            built = case.build(device)
+            inputs = tuple(built.inputs)
+            subjects.append((name, sizes, built.fn, inputs[0], inputs[-1]))
+    return subjects
+
+
+def profile_backends(
+    report: Any, args: Any, name: str, compile_fn: Any, first: Any, second: Any
+) -> None:
+    """Each of ``args.backends``' kernels, wall and device time on ``first``."""
+    import torch
+
+    for backend in args.backends:
+        handler = None
+        if args.code is not None and backend != "eager":
+            handler = code_log(args.code, f"{name}-{backend}")
+        try:
+            with context(backend):
+                fn = compile_fn(backend)
+                for _ in range(3):
+                    fn(*second)
+                    fn(*first)
+                rows, device_us = kernel_table(fn, first, args.calls)
+                wall_us = wall_per_call(fn, first, 5 * args.calls)
+                host = None
+                steps = timeline(fn, first) if name in args.timeline else None
+                if name in args.host_profile and backend != "eager":
+                    host = host_profile(fn, first, 10 * args.calls)
+        except Exception as e:  # noqa: BLE001 - reported per backend
+            report.add(f"- {backend}: {harness.error_line(e)}")
+            continue
+        finally:
+            if handler is not None:
+                logging.getLogger("torch._inductor").removeHandler(handler)
+                handler.close()
+                torch._logging.set_logs()
+        report.add(
+            *[
+                f"### {backend}: wall {wall_us:.1f} µs per call, device {device_us:.1f} µs",
+                "",
+                "| kernel | launches | device µs |",
+                "|---|---|---|",
+                *(f"| `{k}` | {count:g} | {us:.1f} |" for k, count, us in rows),
+                "",
+            ]
+        )
+        if steps is not None:
+            report.add("One call (µs from its start):", "", "| start | µs | where | what |")
+            report.add("|---|---|---|---|")
+            report.add(*(f"| {t:.1f} | {d:.1f} | {w} | `{n}` |" for t, d, w, n in steps), "")
+        if host is not None:
+            report.add("```", host.strip(), "```", "")
 
 
 if __name__ == "__main__":
