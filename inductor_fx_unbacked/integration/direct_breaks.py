@@ -43,7 +43,13 @@ from .. import _compat
 from .. import runner as runners
 from . import self_check
 from .backend import fx_backend
-from .compiled import CompileError, InputError, _aligned_inputs, realigned_inputs
+from .compiled import (
+    CompileError,
+    InputError,
+    _aligned_inputs,
+    realigned_inputs,
+    structure_error,
+)
 from .direct_sources import aot_wrapper_work
 from .logs import log
 from .recording import recording_graphs
@@ -110,7 +116,7 @@ class CompiledWithBreaks:
         else:
             leaves, spec = pytree.tree_flatten(args)
             if spec != self.in_spec:
-                raise InputError(f"the arguments are {spec}; the artifact takes {self.in_spec}")
+                raise structure_error(args, self.in_spec)
         self._check(leaves)
         grad = torch.is_grad_enabled()
         if grad:

@@ -113,8 +113,15 @@ def test_inputs_and_outputs_are_pytrees():
     got, want = artifact(other), program(other)
     assert isinstance(got, Pair)
     assert same(got.kept, want.kept) and same(got.doubled, want.doubled)
-    with pytest.raises(ifx.InputError, match="the artifact takes"):
+    with pytest.raises(ifx.InputError, match="the artifact takes 1 argument; got 2"):
         artifact(other["x"], other["y"])
+    # Where the structure departs, in words.
+    with pytest.raises(
+        ifx.InputError, match=r"args\[0\] is a dict with keys \['x'\]; .* keys \['x', 'y'\]"
+    ):
+        artifact({"x": other["x"]})
+    with pytest.raises(ifx.InputError, match=r"args\[0\]\['y'\] is a list of 1; .* one value"):
+        artifact({"x": other["x"], "y": [other["y"]]})
 
 
 def test_an_input_that_starts_inside_its_storage_or_is_misaligned():
