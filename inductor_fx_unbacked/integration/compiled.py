@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 from .. import _compat
 from .. import runner as runners
 from ..artifact import store
+from . import structures
 
 
 class CompileError(RuntimeError):
@@ -32,52 +33,6 @@ class CompileError(RuntimeError):
 
 class InputError(ValueError):
     """A call's arguments are not what the artifact was compiled for; names the argument."""
-
-
-def structure_error(args: tuple[Any, ...], expected: pytree.TreeSpec) -> InputError:
-    """An :class:`InputError` naming where ``args``' structure first departs from the
-    one the artifact was compiled for (``args[1]['mask']`` is a list of 3 where
-    it was compiled for a list of 2), in words rather than pytree specs."""
-    return InputError(_departure(args, expected, "args") or "the arguments' structure differs")
-
-
-def _departure(value: Any, spec: pytree.TreeSpec, path: str) -> str | None:
-    got = pytree.tree_structure(value)
-    if got == spec:
-        return None
-    if spec.is_leaf():
-        return f"{path} is {_kind(got)}; the artifact was compiled for one value there"
-    if path == "args" and got.num_children != spec.num_children:
-        count = spec.num_children
-        return f"the artifact takes {count} argument{'s' * (count != 1)}; got {got.num_children}"
-    if (got.type, got.num_children, _keys(got)) != (spec.type, spec.num_children, _keys(spec)):
-        return f"{path} is {_kind(got)}; the artifact was compiled for {_kind(spec)} there"
-    if not isinstance(value, (list, tuple, dict)):
-        return f"{path} is {_kind(got)} whose contents differ from what it was compiled for"
-    keys = list(value) if isinstance(value, dict) else range(spec.num_children)
-    children = value.values() if isinstance(value, dict) else value
-    for key, child, child_spec in zip(keys, children, spec.children()):
-        departure = _departure(child, child_spec, f"{path}[{key!r}]")
-        if departure is not None:
-            return departure
-    return None
-
-
-def _kind(spec: pytree.TreeSpec) -> str:
-    """``a tuple of 2``, ``a dict with keys ['x']``, ``one value``."""
-    if spec.is_leaf():
-        return "one value"
-    name = spec.type.__name__
-    article = "an" if name[0] in "aeiou" else "a"
-    keys = _keys(spec)
-    if keys is not None:
-        return f"{article} {name} with keys {keys}"
-    return f"{article} {name} of {spec.num_children}"
-
-
-def _keys(spec: pytree.TreeSpec) -> list[Any] | None:
-    """A mapping's keys, as its spec holds them."""
-    return spec.context if isinstance(spec.context, list) else None
 
 
 class Signature:
@@ -188,7 +143,7 @@ class CompiledArtifact:
         else:
             leaves, spec = pytree.tree_flatten(args)
             if spec != signature.in_spec:
-                raise structure_error(args, signature.in_spec)
+                raise InputError(structures.departure(args, signature.in_spec))
         if self._state is not None:
             state = self._state
         else:

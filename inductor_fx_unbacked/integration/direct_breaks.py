@@ -41,14 +41,13 @@ from torch.utils import _pytree as pytree
 
 from .. import _compat
 from .. import runner as runners
-from . import self_check
+from . import self_check, structures
 from .backend import fx_backend
 from .compiled import (
     CompileError,
     InputError,
     _aligned_inputs,
     realigned_inputs,
-    structure_error,
 )
 from .direct_sources import aot_wrapper_work
 from .logs import log
@@ -116,7 +115,7 @@ class CompiledWithBreaks:
         else:
             leaves, spec = pytree.tree_flatten(args)
             if spec != self.in_spec:
-                raise structure_error(args, self.in_spec)
+                raise InputError(structures.departure(args, self.in_spec))
         self._check(leaves)
         grad = torch.is_grad_enabled()
         if grad:

@@ -96,7 +96,14 @@ def patches() -> list[Patch]:
     from torch._subclasses import fake_impls
 
     from .. import _compat
-    from ..codegen import check_lines, indexing, masked_reductions, reductions, triton_kernels
+    from ..codegen import (
+        check_lines,
+        indexing,
+        masked_reductions,
+        reductions,
+        slice_sizes,
+        triton_kernels,
+    )
     from ..codegen import fx_checks as checks
     from ..codegen import fx_control as control
     from ..codegen import fx_symbols as symbols
@@ -176,6 +183,9 @@ def patches() -> list[Patch]:
             reductions.keeping_reductions_out_of_place,
             "decide_inplace_update",
         ),
+        # A slice's unbacked length that the lowering left undefined (2.10, 2.11: a
+        # slice it proves a no-op), defined as later releases do.
+        wrap(GraphLowering, slice_sizes.defining_slice_sizes, "call_function"),
         # Boolean-mask indexing as nonzero and a gather that fuses, under the FX wrapper.
         replace(compile_fx, indexing.select_decomp_table),
         # Reductions over masked selections without the selection (no host sync).
