@@ -39,7 +39,9 @@ CI_SEEDS = range(30)
 #: not yet diagnosed); a split scan that ends its graph, whose workspace upstream's
 #: pass that drops the trailing frees could not name (2026-12-04, CPU); a float16
 #: product of 22 square roots, which the direct call's self-check refused (it
-#: compared with eager alone, whose roundings compound; 2026-12-04, H200 and CPU).
+#: compared with eager alone, whose roundings compound; 2026-12-04, H200 and CPU); a
+#: slice ``[:1]`` of a selection of a one-element tensor, whose length symbol Inductor
+#: 2.10 and 2.11 left undefined (2026-12-05, H100 and CPU on 2.10).
 FOUND_SEEDS = (
     1796310348,
     1796310482,
