@@ -57,6 +57,8 @@ def _define_length(graph: Any, args: Any, kwargs: Any, operations: int) -> None:
     if not isinstance(x, ir.TensorBox):
         return
     sizes = x.get_size()
+    if not sizes:
+        return
     dim = dim % len(sizes)
     bindings = resolve_unbacked_bindings(graph.sizevars.shape_env, node.meta["unbacked_bindings"])
     length = next(
