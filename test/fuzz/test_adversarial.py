@@ -1,0 +1,53 @@
+"""Hand-written adversarial programs (``adversarial_programs.py``) in every mode of the
+fuzzer: each computes what eager computes, or is refused clearly where Dynamo
+cannot trace it into one graph; never a wrong value, never a crash."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import tiers
+import torch
+from adversarial_programs import P
+from fuzz_programs import Program
+from fuzz_runner import repro_text, run_program, verdict
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+#: Programs that Dynamo refuses to make one graph of for the direct call on some
+#: releases: a log-sum-exp of a selection that may be empty guards on its length
+#: being 0; ``take_along_dim`` of a selection needs its length as an integer (2.15).
+MAY_BE_REFUSED = {"logsumexp_empty", "take_along_dim_labels"}
+#: In the default tier: an out-of-range id, label and index each, a module with
+#: parameters that require grad, and integer division by kept divisors.
+DEFAULT_TIER = {
+    "embedding_padding_ids",
+    "cross_entropy_weight_smoothing",
+    "negative_valid_indices",
+    "module_layernorm_linear",
+    "int_div_rows_counts",
+}
+
+
+def program(name: str) -> Program:
+    source, reduces = P[name]
+    index = list(P).index(name)
+    return Program(
+        seed=910_000 + index,
+        family=f"adversarial {name}",
+        source="import torch\n" + textwrap.dedent(source),
+        sizes=(0, 1, 2),
+        reduces=reduces,
+    )
+
+
+@pytest.mark.parametrize("name", tiers.tiered(P, DEFAULT_TIER.__contains__, str))
+def test_adversarial_program_equals_eager_or_is_refused(name):
+    record = run_program(program(name), DEVICE)
+    outcome = verdict(record)
+    allowed = ("ok", "refused") if name in MAY_BE_REFUSED else ("ok",)
+    assert outcome in allowed, repro_text(record, program(name).source)
+    for mode in record["modes"].values():
+        if mode["outcome"] == "refused":
+            assert "data-dependent" in mode["message"], mode["message"]
