@@ -19,9 +19,13 @@ P = {}
 
 P["embedding_padding_ids"] = (
     """
-emb = torch.nn.Embedding(10, 4)
-def program(ids, m):
-    return emb(ids[m]).sum(0)
+class E(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+    def forward(self, ids, m):
+        return self.emb(ids[m]).sum(0)
+program = E()
 INPUTS = [
  (torch.tensor([1, -1, 9, 100, 3, 10**9]), torch.tensor([True, False, True, False, True, False])),
  (torch.tensor([1, -1, 9, 100, 3, 10**9]), torch.tensor([False]*6)),
@@ -32,10 +36,14 @@ INPUTS = [
 
 P["embedding_padding_ids_tokens"] = (
     """
-emb = torch.nn.Embedding(10, 4)
-def program(ids):
-    m = (ids >= 0) & (ids < 10)
-    return emb(ids[m]).mean()
+class E(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+    def forward(self, ids):
+        m = (ids >= 0) & (ids < 10)
+        return self.emb(ids[m]).mean()
+program = E()
 INPUTS = [(torch.tensor([1, -1, 9, 100, 3, 10**9]),), (torch.tensor([-5, -1, 90, 100, 33, 10**9]),), (torch.tensor([4, -1, 90, 100, 33, 10**9]),)]
 """,
     True,
@@ -198,8 +206,8 @@ INPUTS = [
 
 P["cross_entropy_weight_smoothing"] = (
     """
-W = torch.tensor([1.0, 2.0, 0.5])
 def program(logits, labels):
+    W = torch.tensor([1.0, 2.0, 0.5], device=logits.device)
     m = (labels >= 0) & (labels < 3)
     return (torch.nn.functional.cross_entropy(logits[m], labels[m], weight=W, reduction='sum'),
             torch.nn.functional.cross_entropy(logits[m], labels[m], label_smoothing=0.1, reduction='sum'))
@@ -228,8 +236,8 @@ INPUTS = [
 
 P["bucketize_selection"] = (
     """
-B = torch.tensor([0.0, 1.0, 2.0])
 def program(x, m):
+    B = torch.tensor([0.0, 1.0, 2.0], device=x.device)
     return torch.bucketize(x[m], B).sum(), torch.searchsorted(B, x[m])
 INPUTS = [
  (torch.tensor([0.5, float('nan'), 1.5, float('inf'), 3.0]), torch.tensor([True, False, True, False, True])),
@@ -304,7 +312,7 @@ INPUTS = [
 P["index_by_selection_then_scatter_max"] = (
     """
 def program(src, idx, m):
-    out = torch.full((4,), -1.0)
+    out = torch.full((4,), -1.0, device=src.device)
     return out.scatter_reduce(0, idx[m], src[m], reduce='amax', include_self=True)
 INPUTS = [
  (torch.tensor([1.0, float('nan'), 3.0, 4.0]), torch.tensor([0, 100, 3, -50]), torch.tensor([True, False, True, False])),

@@ -51,3 +51,25 @@ def test_adversarial_program_equals_eager_or_is_refused(name):
     for mode in record["modes"].values():
         if mode["outcome"] == "refused":
             assert "data-dependent" in mode["message"], mode["message"]
+
+
+@pytest.mark.parametrize("name", list(P))
+def test_a_program_makes_its_tensors_on_its_inputs_device(name):
+    """The runner moves a program's inputs and its module to the device, nothing else:
+    a tensor or module at the source's top level, or one the program creates without
+    naming a device, would be on the CPU, and eager would fail on a GPU (the program
+    then counts as the generator's fault, which the test above refuses)."""
+    namespace = program(name).namespace()
+    fn = namespace["program"]
+    code = type(fn).forward.__code__ if isinstance(fn, torch.nn.Module) else fn.__code__
+    beside = {
+        key
+        for key, value in namespace.items()
+        if isinstance(value, (torch.Tensor, torch.nn.Module)) and key != "program"
+    }
+    assert not beside & set(code.co_names), f"{name} reads {beside & set(code.co_names)}"
+    # A tensor it creates names its device: under a default device of "meta", one
+    # that does not would meet the inputs on another device and eager would raise.
+    with torch.device("meta"):
+        for case in namespace["INPUTS"]:
+            fn(*case)

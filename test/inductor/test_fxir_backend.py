@@ -168,6 +168,9 @@ class FxirTestCase(InductorTestCase):
         writes for ``fn``, with the overlay enabled or not; the result is checked
         against eager (within ``tolerance``, ``assertEqual``'s keywords)."""
         torch._dynamo.reset()
+        # Without shape padding, as in ``run_fx``: a padded mm writes a buffer that
+        # no later kernel may update in place, whichever wrapper writes the code.
+        patches.setdefault("shape_padding", False)
         (ifx.enable if overlay else ifx.disable)()
         # The Python wrapper's kernels are the reference's (on CPU, Triton kernels in
         # the interpreter: no C++ compiler runs); the C++ wrapper needs C++ kernels.
