@@ -3,8 +3,9 @@
 Each program runs eager on every input, then in each of :data:`MODES`: through
 ``torch.compile(backend="inductor")`` inside ``ifx.fx_backend(device,
 sync_free=True)`` and ``sync_free=False``, and through ``ifx.compile`` (compiled on
-the first input, called on all), with ``dynamic`` False and True. A mode's outcome
-is one of:
+the first input, called on all), with ``dynamic`` False and True; where the last is
+refused for a graph break, once more with ``fullgraph=False`` (``direct-breaks``:
+the graphs and Dynamo's glue between them). A mode's outcome is one of:
 
 - ``ok``: every result equals eager's (:func:`compare`: shapes and dtypes exact,
   values within ``torch.testing.assert_close``'s tolerance for the dtype, four times
@@ -49,7 +50,10 @@ from fuzz_programs import generate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODES = ("compile-sync-free", "compile-sync", "direct", "direct-dynamic")
+MODES = ("compile-sync-free", "compile-sync", "direct", "direct-dynamic", "direct-breaks")
+#: How ``ifx.compile`` refuses a program Dynamo cannot make one graph of, where
+#: ``fullgraph=False`` takes it (``direct-breaks`` runs only after that refusal).
+GRAPH_BREAK = "_GraphBreak: "
 #: Marks the worker's result lines among whatever else reaches its stdout.
 RESULT = "FUZZ-RESULT "
 #: Starts the worker's stderr line that names the mode it runs.
@@ -261,9 +265,9 @@ def run_program(program, device: str) -> dict:
             compiled = torch.compile(fn, backend="inductor")
             return [compiled(*case) for case in cases]
 
-    def direct(dynamic: bool = False):
+    def direct(dynamic: bool = False, fullgraph: bool = True):
         torch._dynamo.reset()
-        artifact = ifx.compile(fn, *cases[0], dynamic=dynamic)
+        artifact = ifx.compile(fn, *cases[0], dynamic=dynamic, fullgraph=fullgraph)
         return [artifact(*case) for case in cases]
 
     computed_in = lowest_precision([fn, *cases[0]])
@@ -274,8 +278,13 @@ def run_program(program, device: str) -> dict:
         "compile-sync": lambda: compiled_with(False),
         "direct": direct,
         "direct-dynamic": lambda: direct(dynamic=True),
+        "direct-breaks": lambda: direct(dynamic=True, fullgraph=False),
     }
     for mode in MODES:
+        if mode == "direct-breaks" and not record["modes"].get("direct-dynamic", {}).get(
+            "message", ""
+        ).startswith(GRAPH_BREAK):
+            continue
         print(f"{MODE_LINE}{mode}", file=sys.stderr, flush=True)  # names the mode of a hard crash
         mode_started = time.monotonic()
         try:
@@ -364,7 +373,9 @@ if __name__ == "__main__":
     cases = [tuple(t.to(device) for t in case) for case in INPUTS]
     expected = [fn(*case) for case in cases]
     if mode.startswith("direct"):
-        artifact = ifx.compile(fn, *cases[0], dynamic=mode == "direct-dynamic")
+        artifact = ifx.compile(
+            fn, *cases[0], dynamic=mode != "direct", fullgraph=mode != "direct-breaks"
+        )
         actual = [artifact(*case) for case in cases]
     else:
         with ifx.fx_backend(device, sync_free=mode == "compile-sync-free"):

@@ -18,6 +18,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 #: Programs that Dynamo refuses to make one graph of for the direct call on some
 #: releases: a log-sum-exp of a selection that may be empty guards on its length
 #: being 0; ``take_along_dim`` of a selection needs its length as an integer (2.15).
+#: ``fullgraph=False`` (the fuzzer's ``direct-breaks``) must then run them.
 MAY_BE_REFUSED = {"logsumexp_empty", "take_along_dim_labels"}
 #: In the default tier: an out-of-range id, label and index each, a module with
 #: parameters that require grad, and integer division by kept divisors.
@@ -51,6 +52,9 @@ def test_adversarial_program_equals_eager_or_is_refused(name):
     for mode in record["modes"].values():
         if mode["outcome"] == "refused":
             assert "data-dependent" in mode["message"], mode["message"]
+    # What Dynamo cannot make one graph of, ifx.compile takes with fullgraph=False.
+    breaks = record["modes"].get("direct-breaks")
+    assert breaks is None or breaks["outcome"] == "ok", repro_text(record, program(name).source)
 
 
 @pytest.mark.parametrize("name", list(P))
