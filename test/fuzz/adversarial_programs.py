@@ -9,7 +9,7 @@ kept ids, cross-entropy with class weights and label smoothing, ``ignore_index``
 among the kept labels, negative indices that are valid, modules with parameters
 that require grad, 2-D and 3-D masks, a mask over columns, sorting, median and
 ``kthvalue``, bucketing, ``scatter_reduce``, ``unique_consecutive``, integer
-overflow. Each is ``(source, reduces)``: a source defining ``program`` and three
+overflow, and programs Dynamo breaks into several graphs. Each is ``(source, reduces)``: a source defining ``program`` and three
 input tuples ``INPUTS``, and whether it reduces or scans (looser float tolerances).
 """
 
@@ -459,6 +459,66 @@ INPUTS = [
  (torch.tensor(T), torch.tensor([2, -1, 0, 3, 10**15])),
  (torch.tensor(T), torch.tensor([-2, -1, 9, 3, 10**15])),
  (torch.tensor(T), torch.tensor([-2, 1, 9, 3, 10**15])),
+]""",
+    True,
+)
+
+# Programs Dynamo breaks into several graphs (ifx.compile refuses them for one graph
+# and takes them with fullgraph=False): a loop over the experts a batch routes to, as
+# transformers' MoE blocks write it, a Python branch on a count, a split by counts read
+# to the host. Experts that no token routes to, and a branch taken on one input only.
+
+P["moe_loop_over_routed_experts"] = (
+    """
+class MoE(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.router = torch.nn.Linear(4, 3)
+        self.experts = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+    def forward(self, x):
+        weights, chosen = self.router(x).softmax(-1).topk(2, dim=-1)
+        out = torch.zeros_like(x)
+        hit = torch.zeros(3, dtype=torch.long, device=x.device).index_add_(0, chosen.flatten(), torch.ones_like(chosen.flatten()))
+        for e in (hit > 0).nonzero().flatten().tolist():
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            out = out.index_add(0, token, self.experts[e](x[token]) * weights[token, slot, None])
+        return out
+program = MoE()
+X = [[1.0, 0.0, -1.0, 2.0], [0.5, 0.5, 0.5, 0.5], [-3.0, 1.0, 0.0, 0.0], [0.0, -2.0, 4.0, 1.0], [2.0, 2.0, -2.0, -2.0]]
+INPUTS = [
+ (torch.tensor(X),),
+ (torch.tensor(X) * -1,),
+ (torch.tensor([X[0]] * 5),),
+]""",
+    True,
+)
+
+P["branch_on_selected_count"] = (
+    """
+def program(x, m):
+    n = m.sum().item()
+    if n > 2:
+        return x[m].log().sum()
+    return x.clamp(min=0).sum() + n
+INPUTS = [
+ (torch.tensor([1.0, -1.0, 2.0, 0.0, 3.0]), torch.tensor([True, False, True, False, True])),
+ (torch.tensor([1.0, -1.0, 2.0, 0.0, 3.0]), torch.tensor([False]*5)),
+ (torch.tensor([1.0, -1.0, 2.0, 0.0, 3.0]), torch.tensor([False, False, False, False, True])),
+]""",
+    True,
+)
+
+P["split_by_counts_to_host"] = (
+    """
+def program(x, counts):
+    parts = torch.split(x, counts.tolist())
+    return torch.stack([p.sum(0) for p in parts]), torch.stack([p.amax(0, keepdim=True).nan_to_num(-1.0).sum() if p.numel() else x.new_zeros(()) for p in parts])
+X = [[1.0, 2.0], [float('nan'), 0.0], [3.0, -1.0], [0.5, 0.5]]
+INPUTS = [
+ (torch.tensor(X), torch.tensor([1, 0, 3])),
+ (torch.tensor(X), torch.tensor([0, 0, 4])),
+ (torch.tensor(X), torch.tensor([2, 2, 0])),
 ]""",
     True,
 )
