@@ -15,8 +15,6 @@ input tuples ``INPUTS``, and whether it reduces or scans (looser float tolerance
 
 P: dict[str, tuple[str, bool]] = {}
 
-P = {}
-
 P["embedding_padding_ids"] = (
     """
 class E(torch.nn.Module):
