@@ -9,6 +9,8 @@ places where upstream's kernel text is wrong for such a length.
 - The split scan's look-back helper takes the block's index in the kernel's index
   dtype, and does not compile with int64 (below).
 
+And one place where upstream's block is too small: the split scan's (below).
+
 And one in its launcher: a 2-D kernel whose y range is an unbacked row count
 (a selection's rows, tiled) divides by zero for an empty selection on torch 2.10
 and 2.11 (:func:`launching_empty_yz_overflow_grids`).
@@ -20,11 +22,29 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import sympy
+import torch
+from torch._inductor import config
+from torch._inductor.runtime.runtime_utils import next_power_of_2
+from torch._inductor.utils import upcast_compute_type
 from torch._inductor.virtualized import V
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import _compat
-from .reductions import graph_compiles_with_fx_wrapper
+from .reductions import graph_compiles_with_fx_wrapper, length_bound
+
+#: Elements per block of a split scan under the FX wrapper, by the bits of the
+#: type it scans in. Each block looks back over its predecessors' sums, a chain
+#: that upstream's block of 2048 makes 32k links long at 64M elements; a 64-bit
+#: link keeps value and flag in separate words with a fence between them, so it
+#: costs the most. Measured on an H100 (``benchmarks/scan_tuning.py``,
+#: ``results/2026-12-06-h100-scan-tuning.md``): at 4M and 64M elements, a gathered
+#: int64 cumsum took 1.38 and 1.40 times eager's with 2048, 1.20 and 1.05 with
+#: 16384; a float32 one 1.18 and 0.95 with 2048, 1.11 and 0.82 with 4096.
+SCAN_BLOCK = {64: 1 << 14, 32: 1 << 12}
+#: The attribute a split-scan kernel keeps its block in, between its scan (which
+#: sizes the look-back workspace by it) and its source (whose heuristic launches it).
+_BLOCK = "_ifx_split_scan_block"
 
 
 def launching_empty_yz_overflow_grids(generate: Callable[..., None]) -> Callable[..., None]:
@@ -70,6 +90,67 @@ def masking_lengths_that_may_be_0(
         ):
             return False
         return has_constant_mask(self, tree)
+
+    return wrapper
+
+
+def scan_block(kernel: Any, dtype: torch.dtype) -> int | None:
+    """The least elements per block for a split scan in ``dtype`` over the kernel's
+    length (:data:`SCAN_BLOCK`), or None for upstream's: for a length whose bound is
+    below it, or outside the FX wrapper. A kernel's first scan chooses for all of
+    its scans: its workspace holds a slot per block of the block it was sized by."""
+    chosen = getattr(kernel, _BLOCK, None)
+    if chosen is not None or not graph_compiles_with_fx_wrapper():
+        return chosen
+    bits = getattr(torch, str(upcast_compute_type(dtype)).removeprefix("torch.")).itemsize * 8
+    block = SCAN_BLOCK[64 if bits >= 64 else 32]
+    length = V.graph.sizevars.simplify(kernel.numels["r0_"])
+    bound = length_bound(length) if isinstance(length, sympy.Expr) else int(length)
+    if bound is not None and bound < block:
+        return None
+    block = max(block, next_power_of_2(config.triton.min_split_scan_rblock))
+    setattr(kernel, _BLOCK, block)
+    return block
+
+
+def scanning_split(scan: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``TritonSplitScanKernel.scan`` with both of the wrappers below (one
+    overlay row per attribute)."""
+    return scanning_in_long_blocks(scanning_with_a_32_bit_block_index(scan))
+
+
+def scanning_in_long_blocks(scan: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``TritonSplitScanKernel.scan``: under the FX wrapper, a split scan over
+    a length that may exceed :data:`SCAN_BLOCK` takes blocks of at least that many
+    elements. Upstream's block is the reduction heuristic's raised to
+    ``config.triton.min_split_scan_rblock``, which the scan reads here to size its
+    look-back workspace (a slot per block) and the kernel's source carries to its
+    launch; :func:`launching_long_scan_blocks` makes the source carry the same value,
+    so the launch never runs more blocks than the workspace has slots."""
+
+    @functools.wraps(scan)
+    def wrapper(self: Any, dtypes: Any, combine_fn: Any, values: Any) -> Any:
+        block = scan_block(self, dtypes[0])
+        if block is None:
+            return scan(self, dtypes, combine_fn, values)
+        with config.patch({"triton.min_split_scan_rblock": block}):
+            return scan(self, dtypes, combine_fn, values)
+
+    return wrapper
+
+
+def launching_long_scan_blocks(codegen_kernel: Callable[..., str]) -> Callable[..., str]:
+    """Wrap ``TritonSplitScanKernel.codegen_kernel``: a kernel whose scan chose a
+    block (:func:`scanning_in_long_blocks`) writes it into its heuristic's
+    ``inductor_meta`` as ``min_split_scan_rblock``, the least block it launches."""
+
+    @functools.wraps(codegen_kernel)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> str:
+        block = getattr(self, _BLOCK, None)
+        if block is None:
+            return codegen_kernel(self, *args, **kwargs)
+        with config.patch({"triton.min_split_scan_rblock": block}):
+            return codegen_kernel(self, *args, **kwargs)
 
     return wrapper
 

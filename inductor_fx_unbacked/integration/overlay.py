@@ -168,13 +168,14 @@ def patches() -> list[Patch]:
         wrap(ir.Reduction, reductions.splitting_unbacked_lengths, "num_splits"),
         wrap(ir.Reduction, reductions.chunking_unbacked_inner_reductions, "create"),
         # Kernel text over unbacked lengths: masks of lengths that may be 0, the split
-        # scan's block index.
+        # scan's block index, and its blocks long enough for the look-back's chain.
         wrap(
             TritonKernel,
             triton_kernels.masking_lengths_that_may_be_0,
             "_has_constant_mask",
         ),
-        wrap(TritonSplitScanKernel, triton_kernels.scanning_with_a_32_bit_block_index, "scan"),
+        wrap(TritonSplitScanKernel, triton_kernels.scanning_split, "scan"),
+        wrap(TritonSplitScanKernel, triton_kernels.launching_long_scan_blocks, "codegen_kernel"),
         wrap(ir.View, reductions.unflattening_unbacked_sizes, "dynamic_reshape_indexer"),
         wrap(GraphLowering, reductions.sizing_unbacked_dependencies, "get_dep_size_hint"),
         # ... and no reduction kernel updates in place what it reads.

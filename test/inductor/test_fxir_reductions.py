@@ -13,6 +13,7 @@ programs). On CPU, the kernels run in Triton's interpreter.
 """
 
 import inspect
+import re
 import unittest
 
 import torch
@@ -21,6 +22,7 @@ from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.codegen.reductions import CHUNK
+from inductor_fx_unbacked.codegen.triton_kernels import SCAN_BLOCK
 from inductor_fx_unbacked.demo.programs import h1, h4
 
 #: Elements of an input, and the columns of a 2-D one.
@@ -297,6 +299,58 @@ class ReductionSplitTest(FxirTestCase):
         self.assert_split_scan(graphs)
         for gm in graphs:
             self.assertIsInstance(kernel_calls([gm])[-1].kwargs["kwargs"]["r0_numel"], int)
+
+    def assert_scan_block(self, graphs, block):
+        """The split scan launches blocks of ``block`` elements, and sizes its grid
+        and its look-back workspace (a slot per block) by the same block: no other
+        block divides a length in the graph."""
+        for gm in graphs:
+            (scan,) = [
+                call
+                for call in kernel_calls([gm])
+                if "exclusive_scan_decoupled_lookback" in kernel_source(call)
+            ]
+            self.assertEqual(scan.kwargs["kwargs"]["R0_BLOCK"], block, gm.code)
+            self.assertIn(f"'min_split_scan_rblock': {block}", kernel_source(scan))
+            divisors = {int(d) for d in re.findall(r" // (\d+)", gm.code) if int(d) >= 256}
+            self.assertEqual(divisors, {block}, gm.code)
+
+    def test_a_split_scan_takes_long_blocks_by_its_dtype(self):
+        # An int64 scan's look-back costs the most per block: 16384 elements a block
+        # (3 of them for the first input), a float32 scan 4096 (4 for the first).
+        # Lengths crossing the blocks, one element, none.
+        g = torch.Generator().manual_seed(3)
+        counts = [
+            (torch.randint(-50, 50, (n,), generator=g), torch.randint(0, k, (n,), generator=g))
+            for n, k in ((10000, 9), (1, 2), (7, 1))
+        ]
+        counts = [tuple(t.to(self.device) for t in case) for case in counts]
+        graphs = self.run_split(repeated_cumsum, counts, dynamic=True)
+        self.assert_split_scan(graphs)
+        self.assert_scan_block(graphs, SCAN_BLOCK[64])
+
+        values = [(self.signed(LARGE, p, seed=p),) for p in (LARGE // 2, 1, 0)]
+        graphs = self.run_split(masked_cumsum, values)
+        self.assert_split_scan(graphs)
+        self.assert_scan_block(graphs, SCAN_BLOCK[32])
+
+    def test_a_split_scan_shorter_than_a_long_block_keeps_upstreams_block(self):
+        # An int64 selection from SMALL static elements, fewer than SCAN_BLOCK[64]:
+        # long enough for upstream to split, too short for a block of that size.
+        values = [((self.signed(SMALL, p, seed=p) * 100).long(),) for p in (SMALL - 5, 0)]
+        graphs = self.run_split(masked_cumsum, values)
+        self.assert_split_scan(graphs)
+        for call in kernel_calls(graphs):
+            if "exclusive_scan_decoupled_lookback" in kernel_source(call):
+                self.assertLess(call.kwargs["kwargs"]["R0_BLOCK"], SCAN_BLOCK[64])
+
+    def test_python_wrapper_keeps_upstreams_scan_block(self):
+        """Upstream splits a long static scan itself; outside ``fx_backend`` its
+        block stays upstream's."""
+        x = self.signed(LARGE, LARGE // 3)
+        code = self.wrapper_code(lambda x: x.cumsum(0), (x,), overlay=True, tolerance=TOLERANCE)
+        self.assertIn("exclusive_scan_decoupled_lookback", code)
+        self.assertIn("'min_split_scan_rblock': 256", code)
 
     def test_python_wrapper_keeps_one_program(self):
         """Outside ``fx_backend`` the overlay leaves upstream's reductions alone."""
