@@ -24,12 +24,13 @@ kernels and one scalar copied to the host:
    repeated) at its start plus their rank in the block.
 
 ``unique`` of integers that span no more values than there are elements
-needs no sort: :func:`unique` says how.
+needs no sort, for its inverse and counts either: :func:`unique` says how.
 
 An input these kernels do not cover (another rank, a non-contiguous or empty
 tensor, an explicit ``output_size``, negative repeats or one longer than
-:data:`LONGEST_REPEAT`, more than :data:`LARGEST` elements, except for ``masked_select``)
-goes to the operator itself, which also raises its own errors.
+:data:`LONGEST_REPEAT`, more than :data:`LARGEST` elements, except for
+``masked_select`` and ``unique``) goes to the operator itself, which also raises
+its own errors.
 
 The kernels are compiled on their first call for each device, dtypes and
 alignment, and stored with their binaries (``kernel_store.py``), so that later
@@ -74,13 +75,14 @@ _DTYPES = frozenset(
     }
 )
 _LIMIT = 2**31 - BLOCK
-#: The most elements ``nonzero``, ``repeat_interleave`` and ``unique`` take; larger
-#: inputs go to ATen's operators. On a small input ATen's host path is most of the
-#: time and the kernels win (1M elements, H200). With int32 ranks in a block, a
-#: call at 64M and 256M elements takes 0.99 of ATen's time for ``nonzero`` and 0.66
-#: for ``masked_select`` (H100, ``results/2026-12-05-h100-compaction-tuning-8ac2ec6.md``;
-#: with int64 ranks 1.7 and 1.2): ``masked_select`` takes every size, the others
-#: gain nothing past this one.
+#: The most elements ``nonzero`` and ``repeat_interleave`` take; larger inputs go
+#: to ATen's operators (``unique``, whose operator sorts, takes every size). On a
+#: small input ATen's host path is most of the time and the kernels win (1M
+#: elements, H200). With int32 ranks in a block, a call at 64M and 256M elements
+#: takes 0.99 of ATen's time for ``nonzero`` and 0.66 for ``masked_select`` (H100,
+#: ``results/2026-12-05-h100-compaction-tuning-8ac2ec6.md``; with int64 ranks 1.7
+#: and 1.2): ``masked_select`` takes every size, the others gain nothing past this
+#: one.
 LARGEST = 1 << 22
 #: The longest repeat the runner's ``repeat_interleave`` writes (its kernel loops
 #: over a block's longest one, a whole block wide); longer ones go to ATen's.
@@ -103,6 +105,10 @@ def _kernels() -> dict[str, Any]:
         k.min_max,
         k.mark_values,
         k.distinct_values,
+        k.count_values,
+        k.distinct_counts,
+        k.distinct_places,
+        k.inverse_indices,
     )
     return {kernel.__name__: kernel for kernel in kernels}
 
@@ -341,17 +347,19 @@ _INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.
 def unique(
     x: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``aten._unique2(x)``: the distinct values of integers, sorted, without a sort
-    where they span no more values than ``x`` has elements.
+    """``aten._unique2(x)``: the distinct values of integers, sorted, with the
+    inverse and the counts where asked, without a sort where the values span no
+    more values than ``x`` has elements.
 
     The least and greatest values come to the host first (one copy); over that
-    range, one kernel flags each value present and the compaction writes the
-    flagged ones in order, as ``nonzero`` does. A wider range, or an inverse or
-    counts asked for, goes to the operator.
+    range, one kernel marks each value present (a flag, or with counts asked for,
+    its count by integer atomics) and the compaction writes the marked ones in
+    order, as ``nonzero`` does, and their counts beside them. The inverse is each
+    element's value's place among them, written over the range first. A wider
+    range goes to the operator. Every size goes: the operator sorts, which at 64M
+    elements takes ten times the kernels' passes.
     """
-    if not (
-        sorted and not return_inverse and not return_counts and x.dtype in _INTEGERS and _covered(x)
-    ):
+    if not (sorted and x.dtype in _INTEGERS and _covered(x, _LIMIT)):
         return aten._unique2.default(x, sorted, return_inverse, return_counts)
     call = _Call(x)
     n = x.numel()
@@ -362,15 +370,28 @@ def unique(
     span = greatest - least + 1
     if span > n:
         return aten._unique2.default(x, sorted, return_inverse, return_counts)
-    flags = call.empty((span,), (1,), torch.int8).zero_()
-    call.launch("mark_values", blocks, x, flags, work, 2 * blocks, n)
+    least_at = 2 * blocks
+    if return_counts:
+        marks = call.empty((span,), (1,), torch.int32).zero_()
+        call.launch("count_values", blocks, x, marks, work, least_at, n)
+    else:
+        marks = call.empty((span,), (1,), torch.int8).zero_()
+        call.launch("mark_values", blocks, x, marks, work, least_at, n)
     # Keyed by the values' dtype too: the compaction writes them.
-    flagged = _Call(flags, x)
-    starts, span_blocks, total = _starts(flagged, "count_nonzero", flags)
+    marked = _Call(marks, x)
+    starts, span_blocks, total = _starts(marked, "count_nonzero", marks)
     out = call.empty((total,), (1,), x.dtype)
-    flagged.launch("distinct_values", span_blocks, flags, starts, work, 2 * blocks, out, span)
-    # The inverse and the counts, not asked for: empty, as the operator's.
-    return out, call.empty((0,), (1,), torch.int64), call.empty((0,), (1,), torch.int64)
+    marked.launch("distinct_values", span_blocks, marks, starts, work, least_at, out, span)
+    # Not asked for: empty, as the operator's.
+    inverse = call.empty((n,) if return_inverse else (0,), (1,), torch.int64)
+    counts = call.empty((total,) if return_counts else (0,), (1,), torch.int64)
+    if return_counts:
+        marked.launch("distinct_counts", span_blocks, marks, starts, counts, span)
+    if return_inverse:
+        places = call.empty((span,), (1,), torch.int64)
+        marked.launch("distinct_places", span_blocks, marks, starts, places, span)
+        call.launch("inverse_indices", blocks, x, places, work, least_at, inverse, n)
+    return out, inverse, counts
 
 
 #: What the runner calls for each operator.

@@ -155,3 +155,44 @@ def distinct_values(flags_ptr, work_ptr, least_work_ptr, least_at, out_ptr, n, B
     kept, place = kept_and_places(flags_ptr, work_ptr, offsets, n)
     value = offsets + tl.load(least_work_ptr + least_at)
     tl.store(out_ptr + place, value.to(out_ptr.dtype.element_ty), mask=kept)
+
+
+@triton.jit(do_not_specialize=["n", "least_at"])
+def count_values(x_ptr, counts_ptr, work_ptr, least_at, n, BLOCK: tl.constexpr):
+    """``counts[x - least] += 1`` for each value ``x`` (``least`` is ``work[least_at]``):
+    integer atomics, so the counts are exact in any order."""
+    offsets = block_offsets(BLOCK)
+    inside = offsets < n
+    x = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int64)
+    least = tl.load(work_ptr + least_at)
+    tl.atomic_add(counts_ptr + (x - least), inside.to(tl.int32), mask=inside, sem="relaxed")
+
+
+@triton.jit(do_not_specialize=["n"])
+def distinct_counts(counts_ptr, work_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Each nonzero count, at its block's start plus its rank (where
+    :func:`distinct_values` writes its value)."""
+    offsets = block_offsets(BLOCK)
+    kept, place = kept_and_places(counts_ptr, work_ptr, offsets, n)
+    count = tl.load(counts_ptr + offsets, mask=kept, other=0).to(tl.int64)
+    tl.store(out_ptr + place, count, mask=kept)
+
+
+@triton.jit(do_not_specialize=["n"])
+def distinct_places(flags_ptr, work_ptr, places_ptr, n, BLOCK: tl.constexpr):
+    """``places[offset]``: where the value at each flagged offset is written; the
+    other offsets are left as they were (no value maps to them)."""
+    offsets = block_offsets(BLOCK)
+    kept, place = kept_and_places(flags_ptr, work_ptr, offsets, n)
+    tl.store(places_ptr + offsets, place, mask=kept)
+
+
+@triton.jit(do_not_specialize=["n", "least_at"])
+def inverse_indices(x_ptr, places_ptr, work_ptr, least_at, out_ptr, n, BLOCK: tl.constexpr):
+    """``out[i] = places[x[i] - least]``: the index of each element's value among the
+    distinct values."""
+    offsets = block_offsets(BLOCK)
+    inside = offsets < n
+    x = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int64)
+    least = tl.load(work_ptr + least_at)
+    tl.store(out_ptr + offsets, tl.load(places_ptr + (x - least), mask=inside), mask=inside)

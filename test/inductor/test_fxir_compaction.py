@@ -407,10 +407,26 @@ def test_with_inductors_caches_disabled_the_store_is_neither_read_nor_written(tm
     assert {path: path.read_bytes() for path in stored_kernels(inductor_dir)} == before
 
 
+def unique_launches(inverse: bool, counts: bool) -> list[str]:
+    marks = "count_values" if counts else "mark_values"
+    launches = ["min_max", marks, "count_nonzero", "distinct_values"]
+    inverting = ["distinct_places", "inverse_indices"]
+    return launches + ["distinct_counts"] * counts + inverting * inverse
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.int64, pytest.param(torch.int32, marks=pytest.mark.full), torch.uint8]
 )
-def test_unique_of_integers_equals_aten(dtype):
+@pytest.mark.parametrize(
+    "inverse,counts",
+    [
+        (False, False),
+        (True, True),
+        pytest.param(True, False, marks=pytest.mark.full),
+        pytest.param(False, True, marks=pytest.mark.full),
+    ],
+)
+def test_unique_of_integers_equals_aten(dtype, inverse, counts):
     g = torch.Generator().manual_seed(6)
     high = 200 if dtype == torch.uint8 else 3000
     x = torch.randint(0, high, (2 * BLOCK + 11,), generator=g).to(dtype=dtype, device=DEVICE)
@@ -418,22 +434,44 @@ def test_unique_of_integers_equals_aten(dtype):
         x[5] = -7  # below the rest
     calls, counting = counting_launches()
     with counting:
-        got = compaction.unique(x)
-    for mine, theirs in zip(got, aten._unique2.default(x)):
+        got = compaction.unique(x, True, inverse, counts)
+    for mine, theirs in zip(got, aten._unique2.default(x, True, inverse, counts), strict=True):
         assert_same_tensor(mine, theirs)
-    assert calls == ["min_max", "mark_values", "count_nonzero", "distinct_values"]
+    assert calls == unique_launches(inverse, counts)
 
 
-def test_unique_over_a_wide_range_or_with_counts_goes_to_the_operator():
+@pytest.mark.parametrize(
+    "name,values",
+    [
+        ("one element", [5]),
+        ("all equal", [-3] * (3 * BLOCK + 5)),
+        ("a value counted over a block", [0] * (BLOCK + 7) + [1, 2, 2, 9] + [0] * 3),
+        ("the greatest int64", [2**63 - 1, 2**63 - 3, 2**63 - 1, 2**63 - 2]),
+        ("the least int64", [-(2**63) + 2, -(2**63), -(2**63)]),
+        ("every value once", list(range(BLOCK + 3, 0, -1))),
+    ],
+)
+def test_unique_with_inverse_and_counts_equals_aten_at_the_edges(name, values):
+    x = torch.tensor(values, dtype=torch.int64, device=DEVICE)
+    calls, counting = counting_launches()
+    with counting:
+        got = compaction.unique(x, True, True, True)
+    for mine, theirs in zip(got, aten._unique2.default(x, True, True, True), strict=True):
+        assert_same_tensor(mine, theirs)
+    assert calls == unique_launches(True, True), name
+
+
+def test_unique_over_a_wide_range_unsorted_or_of_floats_goes_to_the_operator():
     g = torch.Generator().manual_seed(7)
     wide = torch.randint(-(2**40), 2**40, (BLOCK,), generator=g).to(DEVICE)
     narrow = torch.randint(0, 9, (BLOCK,), generator=g).to(DEVICE)
     floats = torch.randn(BLOCK, generator=g).to(DEVICE)
     calls, counting = counting_launches()
     with counting:
-        for args in [(wide,), (narrow, True, True), (narrow, True, False, True), (floats,)]:
-            for mine, theirs in zip(compaction.unique(*args), aten._unique2.default(*args)):
-                assert_same_tensor(mine, theirs)
+        for args in [(wide, True, True, True), (narrow, False, True), (floats,)]:
+            mine, theirs = compaction.unique(*args), aten._unique2.default(*args)
+            for a, b in zip(mine, theirs, strict=True):
+                assert_same_tensor(a, b)
     assert calls == ["min_max"], calls  # the wide range was measured, then left to ATen
 
 
