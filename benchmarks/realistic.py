@@ -642,12 +642,48 @@ def summary_lines(
         if copy_gbs is not None
         else "copy_bandwidth_gbs: not measured",
     ]
+    lines.append(direct_accepted_line(model_cases))
+    lines.append(bandwidth_fraction_line(programs, copy_gbs))
     for case in programs:
         if case.bandwidth:
             speed = best_direct_gbs(case)
             value = f"{speed:.1f}" if speed is not None else "not measured"
             lines.append(f"{case.key}_gbs: {value}")
     return lines
+
+
+#: The share of eager's time at or under which a real-library case's direct call
+#: counts toward ``models_direct_accepted`` (issue 40's goal).
+ACCEPTED_AT = 0.80
+
+
+def direct_accepted_line(model_cases: list[Case]) -> str:
+    """``models_direct_accepted: K/N``: of the N real-library cases, the K whose
+    direct call (the faster of ``direct`` and ``direct+cudagraphs``) equals eager
+    and takes at most :data:`ACCEPTED_AT` of eager's time."""
+    if not model_cases:
+        return "models_direct_accepted: not measured"
+    found = [best(case, DIRECT) for case in model_cases]
+    accepted = [r for r in found if r is not None]
+    fast = [r for r in accepted if r["ratio"] <= ACCEPTED_AT]
+    return (
+        f"models_direct_accepted: {len(fast)}/{len(model_cases)}  "
+        f"(at most {ACCEPTED_AT:.2f} of eager's time; {len(accepted)} accepted at any time)"
+    )
+
+
+def bandwidth_fraction_line(programs: list[Case], copy_gbs: float | None) -> str:
+    """``compaction_bandwidth_fraction``: the least, over the bandwidth programs at
+    both sizes, of the faster direct call's GB/s over the copy's."""
+    shares = [
+        (speed / copy_gbs, case.key)
+        for case in programs
+        if case.bandwidth and copy_gbs and (speed := best_direct_gbs(case)) is not None
+    ]
+    if not shares:
+        return "compaction_bandwidth_fraction: not measured"
+    share, key = min(shares)
+    return f"compaction_bandwidth_fraction: {share:.2f}  ({key}; {len(shares)} cases)"
 
 
 def report_lines(

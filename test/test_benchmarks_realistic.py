@@ -17,6 +17,8 @@ SUMMARY = (
     "models_max_fx_over_eager",
     "models_geomean_fx_over_eager",
     "copy_bandwidth_gbs",
+    "models_direct_accepted",
+    "compaction_bandwidth_fraction",
     "active_coordinates_small_gbs",
     "active_coordinates_large_gbs",
 )
@@ -47,6 +49,9 @@ def test_quick_run_ends_with_every_summary_line(quick_report):
     assert re.search(geomean, quick_report, re.M)
     # No real-library case ran: measured nowhere, and the report says why.
     assert "models_max_fx_over_eager: not measured" in lines
+    assert "models_direct_accepted: not measured" in lines
+    fraction = r"^compaction_bandwidth_fraction: \d+\.\d+  \(active_coordinates_\w+; 2 cases\)$"
+    assert re.search(fraction, quick_report, re.M)
     assert "none selected (`--cases` without names)" in quick_report
 
 
@@ -97,3 +102,23 @@ def test_a_result_is_judged_against_float64_as_torchbench_does():
     assert realistic.as_close_to_float64(flipped, eager_flipped, fp64)
     wrong = eager * 1.1
     assert not realistic.as_close_to_float64(wrong, eager_flipped, fp64)
+
+
+def test_models_direct_accepted_counts_the_direct_calls_at_most_080_of_eager():
+    def case(name, **ratios):
+        cells = {
+            backend: realistic.Cell(ratio={"ratio": r, "low": r, "high": r})
+            for backend, r in ratios.items()
+        }
+        cells["direct+cudagraphs"] = cells.pop("direct_cudagraphs", realistic.Cell("refused"))
+        return realistic.Case(name, "", "", cells=cells)
+
+    cases = [
+        case("fast", direct=0.9, direct_cudagraphs=0.5),  # the faster direct call counts
+        case("slow", direct=0.81),
+        case("at the goal", direct=0.80),
+        case("refused", fx=0.3),  # torch.compile's fx is not the direct call
+    ]
+    assert realistic.direct_accepted_line(cases) == (
+        "models_direct_accepted: 2/4  (at most 0.80 of eager's time; 3 accepted at any time)"
+    )
