@@ -114,6 +114,7 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
         accumulates=capture.accumulates,
         inputs=leaves,
         in_float32=lambda: self_check.run_in_float32(fn, example_inputs),
+        in_float64=lambda: self_check.run_in_float64(fn, example_inputs),
     )
     return artifact
 

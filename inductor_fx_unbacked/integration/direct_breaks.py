@@ -283,6 +283,7 @@ def compile_with_breaks(
         accumulates=backend.accumulates,
         inputs=leaves,
         in_float32=lambda: self_check.run_in_float32(fn, example_inputs),
+        in_float64=lambda: self_check.run_in_float64(fn, example_inputs),
     )
     return artifact
 

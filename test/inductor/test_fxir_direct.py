@@ -604,6 +604,88 @@ def test_the_float32_reference_widens_a_half_precision_module_on_a_copy():
     )
 
 
+class TopOneRouter(torch.nn.Module):
+    """Each token to the better of two experts by a bfloat16 router: where two
+    logits nearly tie, rounding decides, as in a half-precision MoE model."""
+
+    def __init__(self, width, routes=False):
+        super().__init__()
+        g = torch.Generator().manual_seed(11)
+        self.router = torch.nn.Linear(width, 2, bias=False)
+        self.experts = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(2))
+        for p in self.parameters():
+            p.data = torch.randn(p.shape, generator=g) / width**0.5
+        self.routes = routes
+
+    def forward(self, x):
+        choice = self.router(x).argmax(-1, keepdim=True)
+        out = torch.where(choice == 0, self.experts[0](x), self.experts[1](x))
+        return (out, choice) if self.routes else out
+
+
+def routed_example(routes=False):
+    """The router in bfloat16, 4096 tokens; eager's result, and the float64 program's
+    routing applied with bfloat16 experts (an artifact whose rounding tips the near
+    ties the exact way)."""
+    module = TopOneRouter(16, routes).to(DEVICE, torch.bfloat16)
+    x = torch.randn(4096, 16, generator=torch.Generator().manual_seed(12)).to(DEVICE)
+    x = x.bfloat16()
+    eager = module(x)
+    exact_route = module.router.double()(x.double()).argmax(-1, keepdim=True)
+    module.router.bfloat16()
+    out = torch.where(exact_route == 0, module.experts[0](x), module.experts[1](x))
+    got = (out, exact_route) if routes else out
+    return module, x, eager, got
+
+
+def test_the_float64_reference_accepts_routing_that_tips_otherwise_than_eagers():
+    from inductor_fx_unbacked.integration import self_check
+
+    module, x, eager, got = routed_example()
+    # Some tokens go elsewhere than eager sends them: whole rows differ.
+    flipped = (got - eager).abs().amax(-1) > 0.1
+    assert 0 < int(flipped.sum()) < 50
+    reference = lambda: self_check.run_in_float64(module, (x,))  # noqa: E731
+    with pytest.raises(ifx.CompileError, match="differs from eager's"):
+        self_check.check(got, eager, accumulates=True, inputs=[x])
+    self_check.check(got, eager, accumulates=True, inputs=[x], in_float64=reference)
+    # Farther from float64 than eager is: refused.
+    garbage = (torch.arange(4096, device=DEVICE) % 40 == 0)[:, None]
+    spikes = got.clone()
+    spikes[0, :2] = 1000.0
+    # 5% off; a row in 40 zeroed; two elements far off (fewer misses than eager's).
+    for worse in (got * 1.05, got.where(~garbage, 0.0), spikes):
+        with pytest.raises(ifx.CompileError, match="differs from eager's"):
+            self_check.check(worse, eager, accumulates=True, inputs=[x], in_float64=reference)
+
+
+def test_the_float64_reference_still_asks_integer_results_to_equal_eagers():
+    from inductor_fx_unbacked.integration import self_check
+
+    module, x, eager, got = routed_example(routes=True)
+    assert not torch.equal(got[1], eager[1])  # the routes differ where rounding tipped
+    reference = lambda: self_check.run_in_float64(module, (x,))  # noqa: E731
+    with pytest.raises(ifx.CompileError, match="differs from eager's"):
+        self_check.check(got, eager, accumulates=True, inputs=[x], in_float64=reference)
+
+
+def test_the_float64_reference_widens_a_copy_and_only_for_half_precision():
+    from inductor_fx_unbacked.integration import self_check
+
+    module = torch.nn.Linear(4, 3).to(DEVICE, torch.bfloat16)
+    x = signed(8, 0).view(2, 4)
+    got = self_check.run_in_float64(module, (x.bfloat16(),))
+    assert module.weight.dtype == torch.bfloat16 and got.dtype == torch.float64
+    torch.testing.assert_close(
+        got,
+        torch.nn.functional.linear(
+            x.bfloat16().double(), module.weight.double(), module.bias.double()
+        ),
+    )
+    # Nothing of half precision: no reference.
+    assert self_check.run_in_float64(module.float(), (x.float(),)) is None
+
+
 def test_the_self_check_takes_bfloat16s_tolerance_and_compares_every_leaf():
     from inductor_fx_unbacked.integration import self_check
 
