@@ -19,6 +19,7 @@ and 2.11 (:func:`launching_empty_yz_overflow_grids`).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -42,9 +43,9 @@ from .reductions import graph_compiles_with_fx_wrapper, length_bound
 #: int64 cumsum took 1.38 and 1.40 times eager's with 2048, 1.20 and 1.05 with
 #: 16384; a float32 one 1.18 and 0.95 with 2048, 1.11 and 0.82 with 4096.
 SCAN_BLOCK = {64: 1 << 14, 32: 1 << 12}
-#: The attribute a split-scan kernel keeps its block in, between its scan (which
-#: sizes the look-back workspace by it) and its source (whose heuristic launches it).
-_BLOCK = "_ifx_split_scan_block"
+#: Each split-scan kernel's block, between its scan (which sizes the look-back
+#: workspace by it) and its source (whose heuristic launches it).
+_BLOCKS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def launching_empty_yz_overflow_grids(generate: Callable[..., None]) -> Callable[..., None]:
@@ -99,7 +100,7 @@ def scan_block(kernel: Any, dtype: torch.dtype) -> int | None:
     length (:data:`SCAN_BLOCK`), or None for upstream's: for a length whose bound is
     below it, or outside the FX wrapper. A kernel's first scan chooses for all of
     its scans: its workspace holds a slot per block of the block it was sized by."""
-    chosen = getattr(kernel, _BLOCK, None)
+    chosen = _BLOCKS.get(kernel)
     if chosen is not None or not graph_compiles_with_fx_wrapper():
         return chosen
     bits = getattr(torch, str(upcast_compute_type(dtype)).removeprefix("torch.")).itemsize * 8
@@ -109,14 +110,16 @@ def scan_block(kernel: Any, dtype: torch.dtype) -> int | None:
     if bound is not None and bound < block:
         return None
     block = max(block, next_power_of_2(config.triton.min_split_scan_rblock))
-    setattr(kernel, _BLOCK, block)
+    _BLOCKS[kernel] = block
     return block
 
 
 def scanning_split(scan: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap ``TritonSplitScanKernel.scan`` with both of the wrappers below (one
-    overlay row per attribute)."""
-    return scanning_in_long_blocks(scanning_with_a_32_bit_block_index(scan))
+    overlay row per attribute); ``__wrapped__`` is upstream's, as for every row."""
+    wrapper = scanning_in_long_blocks(scanning_with_a_32_bit_block_index(scan))
+    wrapper.__wrapped__ = scan  # type: ignore[attr-defined]
+    return wrapper
 
 
 def scanning_in_long_blocks(scan: Callable[..., Any]) -> Callable[..., Any]:
@@ -146,7 +149,7 @@ def launching_long_scan_blocks(codegen_kernel: Callable[..., str]) -> Callable[.
 
     @functools.wraps(codegen_kernel)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> str:
-        block = getattr(self, _BLOCK, None)
+        block = _BLOCKS.get(self)
         if block is None:
             return codegen_kernel(self, *args, **kwargs)
         with config.patch({"triton.min_split_scan_rblock": block}):
