@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import math
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -115,30 +116,110 @@ HALF = (torch.float16, torch.bfloat16)
 
 
 def run_in_float32(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> Any:
-    """``fn`` run eager on ``example_inputs`` with their half-precision tensors, and a
-    module's half-precision parameters and buffers (on a copy), in float32; ``None``
-    where nothing is of half precision, or eager cannot run it so (a closed-over
-    half-precision tensor meeting a float32 one in an operation without type
-    promotion)."""
+    """``fn`` run eager on ``example_inputs`` with their half-precision tensors, and
+    the half-precision parameters, buffers and tensors it holds (on copies: the
+    program's module, a bound method's, the modules and tensors of its closure and
+    of the globals it names), in float32; ``None`` where nothing is of half
+    precision, or eager cannot run it so (a half-precision tensor reached otherwise
+    meeting a float32 one in an operation without type promotion)."""
     return _run_widened(fn, example_inputs, HALF, torch.float32)
 
 
 def run_in_float64(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> Any:
-    """``fn`` run eager with every float tensor of ``example_inputs`` and of a
-    module's state (on a copy) in float64, where something is of half precision;
-    ``None`` where nothing is, or eager cannot run it so (an operator without a
-    float64 kernel, as grouped matrix products; memory for the copy)."""
+    """``fn`` run eager with every float tensor of ``example_inputs`` and of what it
+    holds (on copies, as :func:`run_in_float32`) in float64, where something is of
+    half precision; ``None`` where nothing is, or eager cannot run it so (an
+    operator without a float64 kernel, as grouped matrix products; memory for the
+    copies)."""
     return _run_widened(fn, example_inputs, (*HALF, torch.float32), torch.float64)
 
 
 def _has_half(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> bool:
-    half_inputs = any(
-        isinstance(v, torch.Tensor) and v.dtype in HALF for v in pytree.tree_leaves(example_inputs)
+    leaves = [*pytree.tree_leaves(example_inputs), *_state_tensors(fn)]
+    return any(isinstance(v, torch.Tensor) and v.dtype in HALF for v in leaves)
+
+
+def _state_tensors(fn: Callable[..., Any]) -> list[torch.Tensor]:
+    """The parameters, buffers and tensors the program holds (:func:`_held`)."""
+    tensors: list[torch.Tensor] = []
+    for value in _held(fn).values():
+        if isinstance(value, torch.nn.Module):
+            tensors += [*value.parameters(), *value.buffers()]
+        elif isinstance(value, torch.Tensor):
+            tensors.append(value)
+    return tensors
+
+
+def _held(fn: Callable[..., Any]) -> dict[Any, Any]:
+    """The modules and tensors a program holds, by where: itself (a module), the
+    module of a bound method, its function's closure cells, and the globals its
+    code names (``lambda ids: model(ids).logits``). What those reach further (a
+    helper's own globals) is not looked for."""
+    if isinstance(fn, torch.nn.Module):
+        return {"self": fn}
+    held: dict[Any, Any] = {}
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        held["self"] = owner
+    function = getattr(fn, "__func__", fn)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return held
+    state = (torch.nn.Module, torch.Tensor)
+    for index, cell in enumerate(function.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, state):
+            held[("closure", index)] = value
+    for name in code.co_names:
+        value = function.__globals__.get(name)
+        if isinstance(value, state):
+            held[("global", name)] = value
+    return held
+
+
+def _widened_program(
+    fn: Callable[..., Any], narrow: tuple[torch.dtype, ...], wide: torch.dtype
+) -> Callable[..., Any]:
+    """``fn`` with copies of what it holds (:func:`_held`) converted from ``narrow``
+    dtypes to ``wide``: a copied module, or the function rebuilt on new closure
+    cells and a copy of its globals. Nothing of the caller's is changed."""
+    held = _held(fn)
+
+    def widened(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.detach().to(wide) if value.dtype in narrow else value
+        value = copy.deepcopy(value)
+        for t in (*value.parameters(), *value.buffers()):
+            if t.dtype in narrow:
+                t.data = t.data.to(wide)
+        return value
+
+    if not any(t.dtype in narrow for t in _state_tensors(fn)):
+        return fn
+    copies = {where: widened(value) for where, value in held.items()}
+    if isinstance(fn, torch.nn.Module):
+        return copies["self"]
+    function = getattr(fn, "__func__", fn)
+    closure = function.__closure__ and tuple(
+        types.CellType(copies[("closure", i)]) if ("closure", i) in copies else cell
+        for i, cell in enumerate(function.__closure__)
     )
-    return half_inputs or (
-        isinstance(fn, torch.nn.Module)
-        and any(t.dtype in HALF for t in (*fn.parameters(), *fn.buffers()))
+    names = {where[1]: value for where, value in copies.items() if where[0] == "global"}
+    rebuilt = types.FunctionType(
+        function.__code__,
+        {**function.__globals__, **names} if names else function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        closure,
     )
+    rebuilt.__kwdefaults__ = function.__kwdefaults__
+    if "self" in copies:
+        return types.MethodType(rebuilt, copies["self"])
+    owner = getattr(fn, "__self__", None)
+    return types.MethodType(rebuilt, owner) if owner is not None else rebuilt
 
 
 def _run_widened(
@@ -147,9 +228,9 @@ def _run_widened(
     narrow: tuple[torch.dtype, ...],
     wide: torch.dtype,
 ) -> Any:
-    """``fn`` run eager with the tensors of ``narrow`` dtypes among its inputs and its
-    module's state (on a copy) converted to ``wide``; ``None`` where none is of half
-    precision, or eager cannot run it so."""
+    """``fn`` run eager with the tensors of ``narrow`` dtypes among its inputs and
+    what it holds (on copies: :func:`_widened_program`) converted to ``wide``;
+    ``None`` where none is of half precision, or eager cannot run it so."""
 
     def widened(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.dtype in narrow:
@@ -159,15 +240,9 @@ def _run_widened(
     if not _has_half(fn, example_inputs):
         return None
     try:
-        if isinstance(fn, torch.nn.Module) and any(
-            t.dtype in narrow for t in (*fn.parameters(), *fn.buffers())
-        ):
-            fn = copy.deepcopy(fn)
-            for t in (*fn.parameters(), *fn.buffers()):
-                if t.dtype in narrow:
-                    t.data = t.data.to(wide)
+        program = _widened_program(fn, narrow, wide)
         with torch.no_grad():
-            return fn(*pytree.tree_map(widened, example_inputs))
+            return program(*pytree.tree_map(widened, example_inputs))
     except Exception:  # not copied, or not computed so: the other references alone
         return None
 

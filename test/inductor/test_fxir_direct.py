@@ -9,6 +9,7 @@ time (graph breaks, updates of inputs, outputs that alias inputs) says why.
 from __future__ import annotations
 
 import collections
+import copy
 import os
 import pickle
 import subprocess
@@ -684,6 +685,41 @@ def test_the_float64_reference_widens_a_copy_and_only_for_half_precision():
     )
     # Nothing of half precision: no reference.
     assert self_check.run_in_float64(module.float(), (x.float(),)) is None
+
+
+#: A module a program reaches as a global (set by the test that uses it).
+GLOBAL_ROUTER = None
+
+
+def routed_by_the_global(x):
+    return GLOBAL_ROUTER(x)
+
+
+def test_the_references_widen_copies_of_the_modules_a_program_holds(monkeypatch):
+    # As users write it: a closure over a model, a global one, a bound method.
+    from inductor_fx_unbacked.integration import self_check
+
+    module = TopOneRouter(16).to(DEVICE, torch.bfloat16)
+    monkeypatch.setattr(sys.modules[__name__], "GLOBAL_ROUTER", module)
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(13)).to(DEVICE)
+    wide = copy.deepcopy(module).double()
+    expected = wide(x.double())
+    programs = {
+        "closure": lambda t: module(t),
+        "global": routed_by_the_global,
+        "bound method": module.forward,
+    }
+    for name, program in programs.items():
+        got = self_check.run_in_float64(program, (x.bfloat16(),))
+        assert got is not None and got.dtype == torch.float64, name
+        torch.testing.assert_close(got, wide(x.bfloat16().double()), msg=name)
+        in_float32 = self_check.run_in_float32(program, (x.bfloat16(),))
+        assert in_float32.dtype == torch.float32, name
+        # Float inputs too: the module's state alone is of half precision.
+        assert self_check.run_in_float64(program, (x,)).dtype == torch.float64, name
+    torch.testing.assert_close(self_check.run_in_float64(programs["closure"], (x,)), expected)
+    assert all(p.dtype == torch.bfloat16 for p in module.parameters())
+    assert GLOBAL_ROUTER is module
 
 
 def test_the_self_check_takes_bfloat16s_tolerance_and_compares_every_leaf():
