@@ -20,6 +20,8 @@ from unittest import mock
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.programs import BY_NAME, same
@@ -459,6 +461,34 @@ def test_unique_with_inverse_and_counts_equals_aten_at_the_edges(name, values):
     for mine, theirs in zip(got, aten._unique2.default(x, True, True, True), strict=True):
         assert_same_tensor(mine, theirs)
     assert calls == unique_launches(True, True), name
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None)
+@given(
+    n=st.integers(1, 2 * BLOCK + 3),
+    span=st.integers(1, 3 * BLOCK),
+    low=st.integers(-(2**40), 2**40),
+    dtype=st.sampled_from([torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]),
+    inverse=st.booleans(),
+    counts=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_unique_equals_aten_on_drawn_integers(n, span, low, dtype, inverse, counts, seed):
+    """Drawn sizes around the block, ranges narrower and wider than the elements,
+    every integer dtype at its extremes, each combination of inverse and counts:
+    the kernels' result equals ATen's, or ATen's is returned."""
+    info = torch.iinfo(dtype)
+    low = max(info.min, min(low, info.max - span + 1))
+    high = min(info.max, low + span - 1)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(low, high + 1, (n,), generator=g, dtype=torch.int64).to(dtype).to(DEVICE)
+    calls, counting = counting_launches()
+    with counting:
+        got = compaction.unique(x, True, inverse, counts)
+    for mine, theirs in zip(got, aten._unique2.default(x, True, inverse, counts), strict=True):
+        assert_same_tensor(mine, theirs)
+    narrow = int(x.max()) - int(x.min()) + 1 <= n
+    assert calls == (unique_launches(inverse, counts) if narrow else ["min_max"])
 
 
 def test_unique_over_a_wide_range_unsorted_or_of_floats_goes_to_the_operator():
