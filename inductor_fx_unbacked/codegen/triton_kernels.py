@@ -43,8 +43,8 @@ from .reductions import graph_compiles_with_fx_wrapper, length_bound
 #: int64 cumsum took 1.38 and 1.40 times eager's with 2048, 1.20 and 1.05 with
 #: 16384; a float32 one 1.18 and 0.95 with 2048, 1.11 and 0.82 with 4096.
 SCAN_BLOCK = {64: 1 << 14, 32: 1 << 12}
-#: Each split-scan kernel's block, between its scan (which sizes the look-back
-#: workspace by it) and its source (whose heuristic launches it).
+#: Each split-scan kernel's block, between its scan (which chooses it) and its
+#: source (whose heuristic launches it).
 _BLOCKS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
@@ -98,8 +98,7 @@ def masking_lengths_that_may_be_0(
 def scan_block(kernel: Any, dtype: torch.dtype) -> int | None:
     """The least elements per block for a split scan in ``dtype`` over the kernel's
     length (:data:`SCAN_BLOCK`), or None for upstream's: for a length whose bound is
-    below it, or outside the FX wrapper. A kernel's first scan chooses for all of
-    its scans: its workspace holds a slot per block of the block it was sized by."""
+    below it, or outside the FX wrapper. A kernel's first scan chooses for all."""
     chosen = _BLOCKS.get(kernel)
     if chosen is not None or not graph_compiles_with_fx_wrapper():
         return chosen
@@ -124,20 +123,21 @@ def scanning_split(scan: Callable[..., Any]) -> Callable[..., Any]:
 
 def scanning_in_long_blocks(scan: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap ``TritonSplitScanKernel.scan``: under the FX wrapper, a split scan over
-    a length that may exceed :data:`SCAN_BLOCK` takes blocks of at least that many
-    elements. Upstream's block is the reduction heuristic's raised to
-    ``config.triton.min_split_scan_rblock``, which the scan reads here to size its
-    look-back workspace (a slot per block) and the kernel's source carries to its
-    launch; :func:`launching_long_scan_blocks` makes the source carry the same value,
-    so the launch never runs more blocks than the workspace has slots."""
+    a length that may exceed :data:`SCAN_BLOCK` records that many elements as its
+    least block (:func:`scan_block`), which :func:`launching_long_scan_blocks`
+    writes into the kernel's source.
+
+    The look-back workspace keeps upstream's size, a slot per block of
+    ``config.triton.min_split_scan_rblock`` (256) elements, which the scan reads
+    here: a launch of longer blocks uses fewer of its slots, and one that
+    coordinate descent tuning (``max-autotune``) shortens below our block, which it
+    may, still has a slot for each of its blocks above upstream's least, as
+    upstream's own launches have. A workspace sized by our block would overflow."""
 
     @functools.wraps(scan)
     def wrapper(self: Any, dtypes: Any, combine_fn: Any, values: Any) -> Any:
-        block = scan_block(self, dtypes[0])
-        if block is None:
-            return scan(self, dtypes, combine_fn, values)
-        with config.patch({"triton.min_split_scan_rblock": block}):
-            return scan(self, dtypes, combine_fn, values)
+        scan_block(self, dtypes[0])
+        return scan(self, dtypes, combine_fn, values)
 
     return wrapper
 
