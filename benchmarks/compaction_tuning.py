@@ -27,8 +27,7 @@ import sys
 from typing import Any
 
 from benchmarks import harness
-from benchmarks.data_dependent import median
-from benchmarks.entry_path import interleaved_seconds
+from benchmarks.entry_path import interleaved_seconds, ranked_rows
 
 SIZES = (1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
 BLOCKS = (2048, 4096, 8192, 16384)
@@ -130,14 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             times = interleaved_seconds(ways, inputs, device, calls)
             report.add("", f"## {op}, {n} elements", "")
             report.add("| way (block/warps/rank) | ms | / ATen |", "|---|---|---|")
-            ratios = {
-                way: median([s / b for s, b in zip(seconds, times["aten"])])
-                for way, seconds in times.items()
-            }
-            for way, seconds in sorted(times.items(), key=lambda item: ratios[item[0]]):
-                report.add(f"| {way} | {median(seconds) * 1e3:.4f} | {ratios[way]:.3f} |")
-            fastest = min((w for w in ratios if w != "aten"), key=ratios.__getitem__)
-            best.append(f"best_{op}_{n}: {fastest} {ratios[fastest]:.3f}")
+            rows, fastest, ratio = ranked_rows(times, "aten")
+            report.add(*rows)
+            best.append(f"best_{op}_{n}: {fastest} {ratio:.3f}")
             del ways, times
         del x, flags, mask
         if device == "cuda":

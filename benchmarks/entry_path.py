@@ -95,6 +95,21 @@ def interleaved_seconds(
     return times
 
 
+def ranked_rows(times: dict[str, list[float]], base: str) -> tuple[list[str], str, float]:
+    """Table rows ``| way | ms | / base |`` of ``times`` (seconds per call of each way,
+    as :func:`interleaved_seconds` returns them), fastest first by the median of the
+    paired ratios to ``base``; and the fastest way other than ``base``, with its ratio."""
+    ratios = {
+        way: median([s / b for s, b in zip(seconds, times[base])]) for way, seconds in times.items()
+    }
+    rows = [
+        f"| {way} | {median(seconds) * 1e3:.4f} | {ratios[way]:.3f} |"
+        for way, seconds in sorted(times.items(), key=lambda item: ratios[item[0]])
+    ]
+    fastest = min((way for way in ratios if way != base), key=ratios.__getitem__)
+    return rows, fastest, ratios[fastest]
+
+
 def host_profile_us(fn: Any, args: tuple[Any, ...], device: str, calls: int) -> dict[str, float]:
     """Host µs per call of ``fn`` by where the functions are defined (cProfile's own
     time of each function, grouped by ``group``)."""

@@ -32,8 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmarks import harness
-from benchmarks.data_dependent import median
-from benchmarks.entry_path import interleaved_seconds
+from benchmarks.entry_path import interleaved_seconds, ranked_rows
 
 SIZES = (1 << 22, 1 << 26)
 BLOCKS = (256, 2048, 4096, 8192, 16384)
@@ -139,17 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                 torch.testing.assert_close(artifact(*inputs), expected, rtol=1e-4, atol=1e-2)
                 ways[f"min block {block}" + (f", {warps} warps" if warps else "")] = artifact
             times = interleaved_seconds(ways, inputs, device, calls)
-            ratios = {
-                way: median([s / e for s, e in zip(seconds, times["eager"])])
-                for way, seconds in times.items()
-            }
+            rows, fastest, ratio = ranked_rows(times, "eager")
             report.add("", f"## {name}, {n} elements", "")
-            report.add("| way | ms | / eager |", "|---|---|---|")
-            for way, seconds in sorted(times.items(), key=lambda item: ratios[item[0]]):
-                report.add(f"| {way} | {median(seconds) * 1e3:.4f} | {ratios[way]:.3f} |")
-            fastest = min((w for w in ratios if w != "eager"), key=ratios.__getitem__)
+            report.add("| way | ms | / eager |", "|---|---|---|", *rows)
             tag = name.replace(" (", "_").rstrip(")")
-            best.append(f"best_{tag}_{n}: {fastest} {ratios[fastest]:.3f}")
+            best.append(f"best_{tag}_{n}: {fastest} {ratio:.3f}")
             del ways, times, expected, inputs
             if device == "cuda":
                 torch.cuda.empty_cache()

@@ -318,3 +318,16 @@ def test_the_entry_path_profile_counts_the_runners_generated_code_as_the_runner(
     assert {group(f) for f in generated} == {"this package's runner"}
     on_entry = {f for f in files if group(f) == "this package"}
     assert all("/runner/" not in f and "cpu_mode" not in f for f in on_entry), on_entry
+
+
+def test_ranked_rows_sort_by_the_paired_ratio_and_name_the_fastest_other_way():
+    from benchmarks.entry_path import ranked_rows
+
+    times = {"eager": [1.0, 2.0, 1.0], "slow": [3.0, 4.0, 3.0], "fast": [0.5, 1.5, 0.4]}
+    rows, fastest, ratio = ranked_rows(times, "eager")
+    assert rows == [
+        "| fast | 500.0000 | 0.500 |",
+        "| eager | 1000.0000 | 1.000 |",
+        "| slow | 3000.0000 | 3.000 |",
+    ]
+    assert (fastest, ratio) == ("fast", 0.5)
