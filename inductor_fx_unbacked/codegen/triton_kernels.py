@@ -102,8 +102,7 @@ def scan_block(kernel: Any, dtype: torch.dtype) -> int | None:
     chosen = _BLOCKS.get(kernel)
     if chosen is not None or not graph_compiles_with_fx_wrapper():
         return chosen
-    bits = getattr(torch, str(upcast_compute_type(dtype)).removeprefix("torch.")).itemsize * 8
-    block = SCAN_BLOCK[64 if bits >= 64 else 32]
+    block = SCAN_BLOCK[64 if upcast_compute_type(dtype).itemsize >= 8 else 32]
     length = V.graph.sizevars.simplify(kernel.numels["r0_"])
     bound = length_bound(length) if isinstance(length, sympy.Expr) else int(length)
     if bound is not None and bound < block:

@@ -134,15 +134,10 @@ def run_in_float64(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> A
     return _run_widened(fn, example_inputs, (*HALF, torch.float32), torch.float64)
 
 
-def _has_half(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> bool:
-    leaves = [*pytree.tree_leaves(example_inputs), *_state_tensors(fn)]
-    return any(isinstance(v, torch.Tensor) and v.dtype in HALF for v in leaves)
-
-
-def _state_tensors(fn: Callable[..., Any]) -> list[torch.Tensor]:
-    """The parameters, buffers and tensors the program holds (:func:`_held`)."""
+def _state_tensors(held: dict[Any, Any]) -> list[torch.Tensor]:
+    """The parameters, buffers and tensors among what a program holds (:func:`_held`)."""
     tensors: list[torch.Tensor] = []
-    for value in _held(fn).values():
+    for value in held.values():
         if isinstance(value, torch.nn.Module):
             tensors += [*value.parameters(), *value.buffers()]
         elif isinstance(value, torch.Tensor):
@@ -181,12 +176,14 @@ def _held(fn: Callable[..., Any]) -> dict[Any, Any]:
 
 
 def _widened_program(
-    fn: Callable[..., Any], narrow: tuple[torch.dtype, ...], wide: torch.dtype
+    fn: Callable[..., Any],
+    held: dict[Any, Any],
+    narrow: tuple[torch.dtype, ...],
+    wide: torch.dtype,
 ) -> Callable[..., Any]:
-    """``fn`` with copies of what it holds (:func:`_held`) converted from ``narrow``
-    dtypes to ``wide``: a copied module, or the function rebuilt on new closure
-    cells and a copy of its globals. Nothing of the caller's is changed."""
-    held = _held(fn)
+    """``fn`` with copies of what it holds (``held``, :func:`_held`'s) converted from
+    ``narrow`` dtypes to ``wide``: a copied module, or the function rebuilt on new
+    closure cells and a copy of its globals. Nothing of the caller's is changed."""
 
     def widened(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -197,7 +194,7 @@ def _widened_program(
                 t.data = t.data.to(wide)
         return value
 
-    if not any(t.dtype in narrow for t in _state_tensors(fn)):
+    if not any(t.dtype in narrow for t in _state_tensors(held)):
         return fn
     copies = {where: widened(value) for where, value in held.items()}
     if isinstance(fn, torch.nn.Module):
@@ -237,10 +234,12 @@ def _run_widened(
             return value.to(wide)
         return value
 
-    if not _has_half(fn, example_inputs):
+    held = _held(fn)
+    leaves = [*pytree.tree_leaves(example_inputs), *_state_tensors(held)]
+    if not any(isinstance(v, torch.Tensor) and v.dtype in HALF for v in leaves):
         return None
     try:
-        program = _widened_program(fn, narrow, wide)
+        program = _widened_program(fn, held, narrow, wide)
         with torch.no_grad():
             return program(*pytree.tree_map(widened, example_inputs))
     except Exception:  # not copied, or not computed so: the other references alone
