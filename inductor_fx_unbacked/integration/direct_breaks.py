@@ -14,6 +14,16 @@ without the wrappers. A graph whose wrappers have work keeps them.
 
 What it assumes, and keeps:
 
+- Where Dynamo meets a graph break it cannot resume from (one inside a loop over
+  a tensor's values, as transformers' per-expert loop), it compiles the frame up
+  to the last point it can resume from and leaves the rest of the frame to Python,
+  as its message says; but it still intercepts every function that rest calls,
+  and compiles those it can: each expert's activation became a graph of its own,
+  entered once per expert per call. In this artifact's calls, what such a rest
+  calls runs as Python runs it, Dynamo's strategy for that frame's code set to
+  skip its callees for the call and put back to Dynamo's default after it. The
+  rest then runs exactly as eager runs it; a heavy function called from such a
+  loop runs eager too (``torch.compile`` that function where it wins).
 - Dynamo's guards stay, frame by frame: a branch of the glue on a value read
   from a tensor is decided on every call, and a call that fails a frame's guards
   recompiles it, as ``torch.compile`` would (at most Dynamo's cache size limit;
@@ -33,6 +43,7 @@ What it assumes, and keeps:
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,7 +76,9 @@ class CompiledWithBreaks:
 
     ``graphs`` holds the FX graphs compiled so far (a recompile adds its own);
     ``dynamo_graphs`` counts Dynamo's graphs; ``wrapped`` says why each graph that
-    kept AOTAutograd's wrappers kept them.
+    kept AOTAutograd's wrappers kept them; ``python_rests`` names the functions
+    whose rest, after a graph break Dynamo cannot resume from, runs with its
+    callees as Python.
     """
 
     def __init__(
@@ -109,6 +122,10 @@ class CompiledWithBreaks:
     def wrapped(self) -> list[str]:
         return list(self._backend.wrapped)
 
+    @property
+    def python_rests(self) -> list[str]:
+        return [code.co_qualname for code in self._backend.python_rests]
+
     def __call__(self, *args: Any) -> Any:
         if self._flat and len(args) == len(self.names):
             leaves: Sequence[Any] = args
@@ -121,7 +138,7 @@ class CompiledWithBreaks:
         if grad:
             _compat.set_grad_enabled(False)
         try:
-            with _capturing(self._settings):
+            with _capturing(self._settings), _callees_as_python(self._backend.python_rests):
                 outputs = self._compiled(*leaves)
         finally:
             if grad:
@@ -190,6 +207,9 @@ class DirectGraphs:
         self.dynamo_graphs = 0
         self.wrapped: list[str] = []
         self.accumulates = False
+        #: The code of each frame that Dynamo compiled up to a graph break it cannot
+        #: resume from, leaving the rest to Python (an ordered set).
+        self.python_rests: dict[types.CodeType, None] = {}
 
     def __call__(self, gm: torch.fx.GraphModule, examples: list[Any]) -> Callable[..., Any]:
         from torch._functorch import config as functorch_config
@@ -198,6 +218,10 @@ class DirectGraphs:
 
         self.dynamo_graphs += 1
         self.accumulates = self.accumulates or self_check.accumulates(gm)
+        if _compat.leaves_rest_to_python(gm):
+            code = _compat.dynamo_frame_code()
+            if code is not None:
+                self.python_rests[code] = None
         with contextlib.ExitStack() as stack:
             stack.enter_context(fx_backend(self.device))
             graphs = stack.enter_context(recording_graphs())
@@ -328,6 +352,28 @@ def _run_example(
             "mutate their inputs or state (torch.compile runs them): compute a new tensor "
             "instead (x + 1, not x.add_(1))"
         )
+
+
+@contextlib.contextmanager
+def _callees_as_python(codes: dict[types.CodeType, None]) -> Any:
+    """For the call: the functions that frames of ``codes`` call run as Python runs
+    them, not intercepted by Dynamo (the frames themselves still run their graphs).
+
+    Set for the call only, so that ``torch.compile`` of the same functions elsewhere
+    in the process keeps Dynamo's behaviour, and put back to Dynamo's default
+    (what Dynamo sets on a frame it compiled) after it. A frame that a recompile in
+    the call adds takes effect from the next call."""
+    if not codes:
+        yield
+        return
+    taken = tuple(codes)
+    for code in taken:
+        _compat.set_callees_intercepted(code, False)
+    try:
+        yield
+    finally:
+        for code in taken:
+            _compat.set_callees_intercepted(code, True)
 
 
 @contextlib.contextmanager

@@ -57,6 +57,52 @@ class SparseMoE(torch.nn.Module):
         return out
 
 
+class Expert(torch.nn.Module):
+    """A gated MLP written outside ``torch.nn`` (as transformers' activations are):
+    a frame Dynamo compiles wherever it is called from."""
+
+    def __init__(self, hidden=16, inner=24):
+        super().__init__()
+        self.up = torch.nn.Linear(hidden, inner)
+        self.down = torch.nn.Linear(inner, hidden)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.silu(self.up(x)))
+
+
+class ExpertLoop(torch.nn.Module):
+    """The per-expert loop of transformers' MoE blocks, over experts of our own."""
+
+    def __init__(self, hidden=16, experts=6, top_k=2):
+        super().__init__()
+        self.top_k = top_k
+        self.gate = torch.nn.Linear(hidden, experts, bias=False)
+        self.experts = torch.nn.ModuleList(Expert(hidden) for _ in range(experts))
+
+    def forward(self, x):
+        weights, selected = torch.topk(torch.softmax(self.gate(x), -1), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        mask = torch.nn.functional.one_hot(selected, len(self.experts)).permute(2, 1, 0)
+        hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for index in hit:  # a graph break Dynamo cannot resume from
+            index = int(index[0])
+            rank, token = torch.where(mask[index])
+            out.index_add_(0, token, self.experts[index](x[token]) * weights[token, rank, None])
+        return out
+
+
+def compiled_regions(fn, *args):
+    """The compiled regions (Dynamo's cache entries run) in one call of ``fn``."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        fn(*args)
+    return sum("Torch-Compiled Region" in event.name for event in profile.events())
+
+
+def experts_hit(block, x):
+    with torch.no_grad():
+        return int(torch.topk(block.gate(x), block.top_k, dim=-1)[1].unique().numel())
+
+
 def test_a_data_dependent_branch_runs_through_dynamos_glue_and_direct_graphs():
     x = signed(16, 0)
     with pytest.raises(ifx.CompileError, match="fullgraph=False"):
@@ -159,3 +205,38 @@ def test_an_update_of_an_input_in_the_glue_is_refused_leaving_the_input_as_it_wa
 def test_a_program_of_one_graph_gets_the_one_graph_artifact():
     artifact = ifx.compile(lambda x: x[x > 0] * 2, signed(16, 0), fullgraph=False)
     assert isinstance(artifact, ifx.CompiledArtifact)
+
+
+def test_what_a_loop_dynamo_cannot_resume_calls_runs_as_python():
+    """Dynamo compiles the block up to its per-expert loop and leaves the loop to
+    Python, yet compiles each expert it calls, entered once per expert per call. In
+    the artifact's calls the loop calls its experts as eager does: the compiled
+    regions of a call do not grow with the experts hit, the router's graph still
+    runs, and ``torch.compile`` of the same block elsewhere is left as it was."""
+    torch.manual_seed(0)
+    block = ExpertLoop().to(DEVICE).eval()
+    artifact = ifx.compile(block, signed(32, 0, 16), fullgraph=False, dynamic=True)
+    assert artifact.python_rests == ["ExpertLoop.forward"]
+    few, many = signed(1, 1, 16), signed(64, 2, 16)
+    assert experts_hit(block, few) < experts_hit(block, many) == len(block.experts)
+    regions = {compiled_regions(artifact, x) for x in (few, many)}
+    assert len(regions) == 1 and regions.pop() >= 1, "the router's graph runs"
+    for tokens, seed in ((32, 3), (1, 4), (5, 5), (64, 6)):
+        x = signed(tokens, seed, 16)
+        with torch.no_grad():
+            expected = block(x)
+        torch.testing.assert_close(artifact(x), expected, rtol=1e-5, atol=1e-5)
+
+    # Set for the artifact's calls only: Dynamo still intercepts the experts called
+    # from the same loop compiled elsewhere, one region per expert hit.
+    elsewhere = torch.compile(block, backend="eager", dynamic=True)
+    with (
+        torch.no_grad(),
+        torch._dynamo.config.patch(
+            capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+        ),
+    ):
+        elsewhere(few)
+        assert compiled_regions(elsewhere, many) - compiled_regions(elsewhere, few) == (
+            experts_hit(block, many) - experts_hit(block, few)
+        )
