@@ -41,6 +41,7 @@ beyond rounding; every other result must still equal eager's exactly.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import types
@@ -49,6 +50,7 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compiled import CompileError
 
@@ -128,9 +130,9 @@ def run_in_float32(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> A
 def run_in_float64(fn: Callable[..., Any], example_inputs: tuple[Any, ...]) -> Any:
     """``fn`` run eager with every float tensor of ``example_inputs`` and of what it
     holds (on copies, as :func:`run_in_float32`) in float64, where something is of
-    half precision; ``None`` where nothing is, or eager cannot run it so (an
-    operator without a float64 kernel, as grouped matrix products; memory for the
-    copies)."""
+    half precision; ``None`` where nothing is, or eager cannot run it so (memory
+    for the copies). Grouped matrix products, which have no float64 kernel, are
+    computed group by group (:class:`_Float64Definitions`)."""
     return _run_widened(fn, example_inputs, (*HALF, torch.float32), torch.float64)
 
 
@@ -240,10 +242,61 @@ def _run_widened(
         return None
     try:
         program = _widened_program(fn, held, narrow, wide)
-        with torch.no_grad():
+        definitions = _Float64Definitions() if wide == torch.float64 else contextlib.nullcontext()
+        with torch.no_grad(), definitions:
             return program(*pytree.tree_map(widened, example_inputs))
     except Exception:  # not copied, or not computed so: the other references alone
         return None
+
+
+class _Float64Definitions(TorchDispatchMode):
+    """In the float64 reference: the operators that have no float64 kernel computed
+    by their definition, from float64 products. Transformers' MoE experts run as
+    one grouped matrix product (``torch._grouped_mm``, bfloat16, float16 and float32
+    only); without this, a bfloat16 model with them had no float64 reference."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._grouped_mm.default and args[0].dtype == torch.float64:
+            return _grouped_mm_by_definition(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _grouped_mm_by_definition(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    offs: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """``torch._grouped_mm`` as its documentation defines it, a product per group:
+    ``offs[g]`` ends group ``g`` of the sliced dimension of each 2-D operand (of
+    ``a``'s rows against ``b[g]``, of the columns of ``b`` for ``a[g]``, of the
+    contracted dimension where both are 2-D); two 3-D operands multiply batch by
+    batch. Rows and columns past ``offs[-1]`` are zero (the operator leaves them
+    undefined). A bias (no kernel of any release on the CPU takes one), an output
+    dtype other than the inputs' and a mismatch raise, and the reference is none."""
+    if bias is not None or (out_dtype is not None and out_dtype != a.dtype):
+        raise NotImplementedError("grouped_mm by definition: bias or another output dtype")
+    if a.dim() == 3 and b.dim() == 3:
+        return torch.bmm(a, b)
+    if offs is None:
+        raise ValueError("grouped_mm of a 2-D operand needs offs")
+    ends = offs.tolist()
+    starts = [0, *ends[:-1]]
+    if a.dim() == 2 and b.dim() == 3:
+        out = a.new_zeros(a.shape[0], b.shape[-1])
+        for g, (start, end) in enumerate(zip(starts, ends)):
+            out[start:end] = a[start:end] @ b[g]
+    elif a.dim() == 3 and b.dim() == 2:
+        out = a.new_zeros(a.shape[1], b.shape[1])
+        for g, (start, end) in enumerate(zip(starts, ends)):
+            out[:, start:end] = a[g] @ b[:, start:end]
+    else:
+        out = a.new_zeros(len(ends), a.shape[0], b.shape[1])
+        for g, (start, end) in enumerate(zip(starts, ends)):
+            out[g] = a[:, start:end] @ b[start:end]
+    return out
 
 
 def as_close_to_float64(got: Any, expected: Any, exact: Any, inputs: list[Any]) -> bool:

@@ -687,6 +687,98 @@ def test_the_float64_reference_widens_a_copy_and_only_for_half_precision():
     assert self_check.run_in_float64(module.float(), (x.float(),)) is None
 
 
+class GroupedTopOneRouter(TopOneRouter):
+    """``TopOneRouter`` with its experts as transformers runs them by default: the
+    tokens sorted by expert, one grouped matrix product (``torch._grouped_mm``, which
+    has no float64 kernel), and put back in order."""
+
+    def __init__(self, width):
+        super().__init__(width)
+        self.weight = torch.nn.Parameter(
+            torch.stack([expert.weight.T for expert in self.experts]).contiguous()
+        )
+
+    def forward(self, x):
+        choice = self.router(x).argmax(-1)
+        order = choice.argsort(stable=True)
+        offs = torch.bincount(choice, minlength=2).cumsum(0).to(torch.int32)
+        out = torch._grouped_mm(x[order], self.weight, offs=offs)
+        return out[order.argsort()]
+
+
+def grouped_by(weight, offs, **kwargs):
+    """A program of one grouped product by ``weight`` (held in its closure)."""
+    return lambda x: torch._grouped_mm(x, weight, offs=offs, **kwargs)
+
+
+def test_the_float64_reference_computes_grouped_products_by_their_definition():
+    from inductor_fx_unbacked.integration import self_check
+
+    g = torch.Generator().manual_seed(3)
+    a2, b2 = (torch.randn(16, 8, generator=g).to(DEVICE) for _ in range(2))
+    a3, b3 = (torch.randn(3, 8, 8, generator=g).to(DEVICE) for _ in range(2))
+    offs = torch.tensor([3, 3, 16], dtype=torch.int32, device=DEVICE)  # group 1 empty
+    wide = lambda t: t.bfloat16().double()  # noqa: E731
+    cases = {
+        "rows against each matrix": (a2, b3, offs),
+        "each matrix against columns": (a3, b2.T.contiguous(), offs),
+        "the contracted dimension": (a2.T.contiguous(), b2, offs),
+        "batch by batch": (a3, b3, None),
+    }
+    for name, (a, b, o) in cases.items():
+        program = grouped_by(b.bfloat16(), o)
+        got = self_check.run_in_float64(program, (a.bfloat16(),))
+        assert got is not None and got.dtype == torch.float64, name
+        if o is None:
+            want = wide(a) @ wide(b)
+        elif b.dim() == 3:
+            want = torch.cat(
+                [wide(a[s:e]) @ wide(b[i]) for i, (s, e) in enumerate([(0, 3), (3, 3), (3, 16)])]
+            )
+        elif a.dim() == 3:
+            want = torch.cat(
+                [
+                    wide(a[i]) @ wide(b[:, s:e])
+                    for i, (s, e) in enumerate([(0, 3), (3, 3), (3, 16)])
+                ],
+                1,
+            )
+        else:
+            want = torch.stack(
+                [wide(a[:, s:e]) @ wide(b[s:e]) for s, e in [(0, 3), (3, 3), (3, 16)]]
+            )
+        torch.testing.assert_close(got, want, msg=name)
+        # The bfloat16 kernel agrees with the definition at its own precision.
+        if DEVICE == "cpu" or torch.cuda.get_device_capability() >= (8, 0):
+            torch.testing.assert_close(program(a.bfloat16()).double(), want, rtol=0.02, atol=0.1)
+    # A bias: not computed by definition, no reference (the other references decide).
+    biased = grouped_by(b3.bfloat16(), offs, bias=b2[:3].bfloat16())
+    assert self_check.run_in_float64(biased, (a2.bfloat16(),)) is None
+
+
+def test_the_float64_reference_accepts_grouped_experts_routed_otherwise_than_eager():
+    # As transformers' bfloat16 MoE blocks run on a GPU: the experts one grouped product.
+    from inductor_fx_unbacked.integration import self_check
+
+    module = GroupedTopOneRouter(16).to(DEVICE, torch.bfloat16)
+    x = torch.randn(4096, 16, generator=torch.Generator().manual_seed(12)).to(DEVICE)
+    x = x.bfloat16()
+    eager = module(x)
+    exact_route = module.router.double()(x.double()).argmax(-1, keepdim=True)
+    module.router.bfloat16()
+    experts = [x @ module.weight[i] for i in range(2)]
+    got = torch.where(exact_route == 0, *experts)
+    flipped = (got - eager).abs().amax(-1) > 0.1
+    assert 0 < int(flipped.sum()) < 50
+    reference = lambda: self_check.run_in_float64(module, (x,))  # noqa: E731
+    assert reference() is not None
+    with pytest.raises(ifx.CompileError, match="differs from eager's"):
+        self_check.check(got, eager, accumulates=True, inputs=[x])
+    self_check.check(got, eager, accumulates=True, inputs=[x], in_float64=reference)
+    with pytest.raises(ifx.CompileError, match="differs from eager's"):
+        self_check.check(got * 1.05, eager, accumulates=True, inputs=[x], in_float64=reference)
+
+
 #: A module a program reaches as a global (set by the test that uses it).
 GLOBAL_ROUTER = None
 
