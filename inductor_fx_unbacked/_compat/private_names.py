@@ -113,6 +113,9 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.ops:aten", "_functional_assert_scalar"),
     Private("torch.ops:aten", "_make_dep_token"),
     Private("torch.ops:aten", "_unique2"),
+    # Grouped matrix products, computed by their definition in the self-check's
+    # float64 reference (integration/widened.py).
+    Private("torch.ops:aten", "_grouped_mm"),
     Private("torch.ops:aten", "_softmax"),
     Private("torch.ops:aten", "_log_softmax"),
     # torch._logging: the structured trace's handlers, set up again once the

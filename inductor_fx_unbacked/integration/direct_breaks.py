@@ -44,8 +44,6 @@ What it assumes, and keeps:
 from __future__ import annotations
 
 import contextlib
-import statistics
-import time
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,7 +53,8 @@ from torch.utils import _pytree as pytree
 
 from .. import _compat
 from .. import runner as runners
-from . import self_check, structures
+from .._compat import frames
+from . import python_rests, self_check, structures
 from .backend import fx_backend
 from .compiled import (
     CompileError,
@@ -147,7 +146,7 @@ class CompiledWithBreaks:
             _compat.set_grad_enabled(False)
         try:
             rests = self._backend.python_rests if self.rests_as_python else {}
-            with _capturing(self._settings), _callees_as_python(rests):
+            with _capturing(self._settings), python_rests.callees_as_python(rests):
                 outputs = self._compiled(*leaves)
         finally:
             if grad:
@@ -155,29 +154,16 @@ class CompiledWithBreaks:
         return pytree.tree_unflatten(list(outputs), self.out_spec)
 
     def choose_rests(self, example_inputs: tuple[Any, ...], budget_s: float = 1.0) -> None:
-        """Time calls on the example with the callees of ``python_rests`` as Python
-        and as Dynamo compiles them, interleaved (a warm call each first: it
-        compiles those callees), and keep the faster. Inside a loop over the
-        experts a batch routes to, each compiled callee is a region entered once
-        per expert, and the region costs more than a small function saves (the
-        MoE blocks of transformers, 1.25 against 1.12 of eager on an H100); a
-        heavy callee compiled saves more than its entry costs."""
+        """Keep the faster of the callees of ``python_rests`` as Python and as
+        Dynamo compiles them, timed on the example (:func:`python_rests.timed_both_ways`)."""
         if not self._backend.python_rests:
             return
-        samples: dict[bool, list[float]] = {True: [], False: []}
-        started = time.perf_counter()
-        for round_ in range(8):
-            for as_python in (True, False):
-                self.rests_as_python = as_python
-                _synchronize(self._backend.device)
-                begin = time.perf_counter()
-                self(*example_inputs)
-                _synchronize(self._backend.device)
-                if round_:  # the first round warms each way
-                    samples[as_python].append(time.perf_counter() - begin)
-            if round_ >= 2 and time.perf_counter() - started > budget_s:
-                break
-        self.rest_seconds = {way: statistics.median(times) for way, times in samples.items()}
+
+        def call(as_python: bool) -> None:
+            self.rests_as_python = as_python
+            self(*example_inputs)
+
+        self.rest_seconds = python_rests.timed_both_ways(call, self._backend.device, budget_s)
         self.rests_as_python = self.rest_seconds[True] <= self.rest_seconds[False]
 
     def _check(self, leaves: Sequence[Any]) -> None:
@@ -253,8 +239,8 @@ class DirectGraphs:
 
         self.dynamo_graphs += 1
         self.accumulates = self.accumulates or self_check.accumulates(gm)
-        if _compat.leaves_rest_to_python(gm):
-            code = _compat.dynamo_frame_code()
+        if frames.leaves_rest_to_python(gm):
+            code = frames.dynamo_frame_code()
             if code is not None:
                 self.python_rests[code] = None
         with contextlib.ExitStack() as stack:
@@ -388,33 +374,6 @@ def _run_example(
             "mutate their inputs or state (torch.compile runs them): compute a new tensor "
             "instead (x + 1, not x.add_(1))"
         )
-
-
-def _synchronize(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-@contextlib.contextmanager
-def _callees_as_python(codes: dict[types.CodeType, None]) -> Any:
-    """For the call: the functions that frames of ``codes`` call run as Python runs
-    them, not intercepted by Dynamo (the frames themselves still run their graphs).
-
-    Set for the call only, so that ``torch.compile`` of the same functions elsewhere
-    in the process keeps Dynamo's behaviour, and put back to Dynamo's default
-    (what Dynamo sets on a frame it compiled) after it. A frame that a recompile in
-    the call adds takes effect from the next call."""
-    if not codes:
-        yield
-        return
-    taken = tuple(codes)
-    for code in taken:
-        _compat.set_callees_intercepted(code, False)
-    try:
-        yield
-    finally:
-        for code in taken:
-            _compat.set_callees_intercepted(code, True)
 
 
 @contextlib.contextmanager
