@@ -748,8 +748,10 @@ def test_the_float64_reference_computes_grouped_products_by_their_definition():
                 [wide(a[:, s:e]) @ wide(b[s:e]) for s, e in [(0, 3), (3, 3), (3, 16)]]
             )
         torch.testing.assert_close(got, want, msg=name)
-        # The bfloat16 kernel agrees with the definition at its own precision.
-        if DEVICE == "cpu" or torch.cuda.get_device_capability() >= (8, 0):
+        # The bfloat16 kernel agrees with the definition at its own precision. CUDA's
+        # asserts on the device where these offsets split the columns or the
+        # contracted dimension (H100, torch 2.11): rows and batches only there.
+        if DEVICE == "cpu" or o is None or b.dim() == 3:
             torch.testing.assert_close(program(a.bfloat16()).double(), want, rtol=0.02, atol=0.1)
     # A bias: not computed by definition, no reference (the other references decide).
     biased = grouped_by(b3.bfloat16(), offs, bias=b2[:3].bfloat16())
