@@ -1,13 +1,12 @@
 """Dynamo's frames: which code a backend's graph comes from, whether Dynamo leaves
 the rest of that frame to Python, and the execution strategy of a code's frames.
 
-Where Dynamo meets a graph break that it cannot
-resume from (one inside a loop), it compiles the frame up to the last point it can
-resume from and leaves the rest of the frame's bytecode to Python, under its
-callback: each function that rest calls is a frame Dynamo intercepts, and may
-compile, on every call. The graph of such a frame says so by its reason
-(``step_unsupported``, 2.10 to 2.15), and the code of the frame being compiled is
-its root translator's.
+Where Dynamo meets a graph break that it cannot resume from (one inside a loop),
+it compiles the frame up to the last point it can resume from and leaves the rest
+of the frame's bytecode to Python, under its callback: each function that rest
+calls is a frame Dynamo intercepts, and may compile, on every call. The graph of
+such a frame says so by its reason (``step_unsupported``, 2.10 to 2.15), and the
+code of the frame being compiled is its root translator's.
 """
 
 from __future__ import annotations

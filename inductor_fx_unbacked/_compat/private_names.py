@@ -135,9 +135,9 @@ PRIVATE_NAMES: tuple[Private, ...] = (
     Private("torch.utils._python_dispatch", "_is_in_any_mode_without_ignore_compile_internals"),
     # Dynamo's eval-frame override, set around calls of fullgraph=True functions.
     Private("torch._C._dynamo.eval_frame", "set_eval_frame_override", checked_on="2.11"),
-    # Frame execution strategies: the direct call of a program with breaks runs the
-    # callees of a frame whose rest Dynamo left to Python without Dynamo
-    # (integration/direct_breaks.py).
+    # Frame execution strategies: the direct call of a program with breaks can run
+    # the callees of a frame whose rest Dynamo left to Python without Dynamo
+    # (_compat/frames.py, called by integration/python_rests.py).
     Private("torch._C._dynamo.eval_frame", "_FrameExecStrategy"),
     Private("torch._C._dynamo.eval_frame", "_FrameAction"),
     Private("torch._C._dynamo.eval_frame", "_EvalFrameOverride", checked_on="2.11"),

@@ -158,7 +158,7 @@ class _Float64Definitions(TorchDispatchMode):
     one grouped matrix product (``torch._grouped_mm``, bfloat16, float16 and float32
     only); without this, a bfloat16 model with them had no float64 reference."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, _types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.ops.aten._grouped_mm.default and args[0].dtype == torch.float64:
             return _grouped_mm_by_definition(*args, **kwargs)
