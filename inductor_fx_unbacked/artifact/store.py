@@ -136,6 +136,10 @@ def loads(data: bytes, *, with_values: bool) -> LoadedArtifact:
 
     fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
     payload = _compat.GraphPickler.loads(data, fake_mode)
+    # The graph's own ``.item()`` nodes (Inductor reads 0-d CPU tensor inputs so)
+    # get unbacked values, whatever the settings of the ShapeEnv that the graph was
+    # traced with (the pickler copies them onto this one: Dynamo's default refuses).
+    fake_mode.allow_scalar_outputs = True
     if payload.get("format") != ARTIFACT_FORMAT or payload.get("versions") != versions():
         raise ArtifactNotStored(
             f"the FX artifact was made with {payload.get('versions') or 'an older format'}; "

@@ -305,6 +305,40 @@ def test_warm_start_of_program(cache_dirs, name):
     assert warm_code == cold_code
 
 
+def scaled_selection(x, scale):
+    return x[x > 0] * scale
+
+
+def test_warm_start_of_a_graph_that_reads_a_0d_cpu_tensor(cache_dirs, caplog):
+    """Inductor reads a 0-d CPU tensor input with ``.item()`` inside the graph. With
+    Dynamo's defaults (no capture flags: the selection runs eagerly, the product is a
+    graph), the stored ShapeEnv refuses scalar outputs; a warm start that records the
+    graphs still recomputes that node's value, and is served, not compiled again."""
+    scale = torch.tensor(2.5)
+    draws = [torch.randn(64, device=DEVICE), torch.randn(64, device=DEVICE) + 0.5]
+    codes = []
+    with (
+        cache_scenario.caches_on(),
+        torch._dynamo.config.patch(
+            capture_scalar_outputs=False, capture_dynamic_output_shape_ops=False
+        ),
+        caplog.at_level(logging.WARNING),
+        pytest.warns(ifx.NoUnbackedSymbolWarning),
+    ):
+        for x in draws:  # the second compile, served, selects another number of values
+            counters.clear()
+            captured = ifx.capture_fx_graphs(
+                scaled_selection, x, scale, device=DEVICE, dynamic=True
+            )
+            torch.testing.assert_close(captured.outputs, scaled_selection(x, scale))
+            gm = captured.graphs[-1]
+            assert any(node.target is torch.ops.aten.item.default for node in gm.graph.nodes)
+            codes.append(without_table_indices(gm.code))
+    assert counters["aot_autograd"]["autograd_cache_hit"] == len(captured.graphs)
+    assert codes[0] == codes[1]
+    assert "Could not restore" not in caplog.text
+
+
 @pytest.mark.parametrize("name", ["P1", "P3"])
 def test_warm_start_without_recording_skips_fake_values(cache_dirs, monkeypatch, name):
     """Recomputing ``meta["val"]`` is most of a load, and only those who receive the
