@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import io
 import logging
 import pstats
@@ -137,16 +138,28 @@ def code_log(directory: Path, name: str) -> logging.Handler:
     return handler
 
 
+def base_backend(backend: str) -> str:
+    return backend.removesuffix("-nosplit").removesuffix("-specialised")
+
+
 @contextlib.contextmanager
 def context(backend: str) -> Any:
-    """``data_dependent``'s backends, and ``<backend>-nosplit``: that backend with
-    Inductor's ``split_reductions`` off."""
+    """``data_dependent``'s backends, ``<backend>-nosplit``: that backend with
+    Inductor's ``split_reductions`` off, and ``direct-specialised``: the direct call
+    traced without ``backed_size_oblivious`` (sizes 0 and 1 specialised)."""
+    from unittest import mock
+
     from torch._inductor import config
 
-    base = backend.removesuffix("-nosplit")
+    from inductor_fx_unbacked.integration import direct
+
+    base = base_backend(backend)
     with contextlib.ExitStack() as stack:
-        if base != backend:
+        if backend.endswith("-nosplit"):
             stack.enter_context(config.patch(split_reductions=False))
+        if backend.endswith("-specialised"):
+            traced = functools.partial(direct._traced, size_oblivious=False)
+            stack.enter_context(mock.patch.object(direct, "_traced", traced))
         stack.enter_context(data_dependent.backend_context(base, "cuda"))
         yield
 
@@ -182,9 +195,7 @@ def main() -> None:
         report.add("", f"## {name}: `{program.source}`", "")
 
         def compile_program(backend: str, program: Any = program, first: Any = first) -> Any:
-            return data_dependent.compiled_fn(
-                program, backend.removesuffix("-nosplit"), first, "cuda"
-            )
+            return data_dependent.compiled_fn(program, base_backend(backend), first, "cuda")
 
         profile_backends(report, args, name, compile_program, first, second)
     if args.realistic:
@@ -203,7 +214,7 @@ def profile_realistic(report: Any, args: Any) -> None:
             report.add("", f"## {name} ({args.size}): {summary}", "")
 
             def compile_realistic(backend: str, fn: Any = fn, first: Any = first) -> Any:
-                return realistic.compiled(backend.removesuffix("-nosplit"), fn, first)
+                return realistic.compiled(base_backend(backend), fn, first)
 
             profile_backends(report, args, name, compile_realistic, first, second)
 
