@@ -1,17 +1,26 @@
 """Dynamo's frames: which code a backend's graph comes from, whether Dynamo leaves
-the rest of that frame to Python, and the execution strategy of a code's frames.
+the rest of that frame to Python, which frames it gives up on, and the execution
+strategy of a code's frames.
 
 Where Dynamo meets a graph break that it cannot resume from (one inside a loop),
 it compiles the frame up to the last point it can resume from and leaves the rest
 of the frame's bytecode to Python, under its callback: each function that rest
 calls is a frame Dynamo intercepts, and may compile, on every call. The graph of
 such a frame says so by its reason (``step_unsupported``, 2.10 to 2.15), and the
-code of the frame being compiled is its root translator's.
+code of the frame being compiled is its root translator's. Where the conversion of
+a frame fails softly (``Unsupported``, or ``UserError`` on 2.15, which is not one:
+a graph break in a loop at the frame's start, a data-dependent guard), Dynamo
+gives the whole frame up: it runs as Python, Dynamo's strategy for its code is to
+skip it and still intercept its callees (2.10 to 2.15).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import types
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -31,13 +40,42 @@ def leaves_rest_to_python(gm: torch.fx.GraphModule) -> bool:
     return getattr(reason, "reason", None) == "step_unsupported"
 
 
-def set_callees_intercepted(code: types.CodeType, intercepted: bool) -> None:
-    """Frames of ``code`` run their cached graphs (or compile) as Dynamo decides;
-    the functions they call are intercepted by Dynamo where ``intercepted``, run as
-    plain Python otherwise (Dynamo's recursive action ``SKIP``)."""
+@contextlib.contextmanager
+def recording_given_up(record: Callable[[types.CodeType], None]) -> Iterator[None]:
+    """Calls ``record(code)`` for each frame that Dynamo gives up on while the block
+    runs (its conversion fails softly, so that Dynamo runs it as Python)."""
+    from torch._dynamo import convert_frame, exc
+
+    soft = (exc.Unsupported, exc.UserError)
+    converter = convert_frame.ConvertFrameAssert
+    convert = converter.__call__
+
+    @functools.wraps(convert)
+    def converting(self: Any, frame: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return convert(self, frame, *args, **kwargs)
+        except soft:
+            record(frame.f_code)
+            raise
+
+    converter.__call__ = converting
+    try:
+        yield
+    finally:
+        converter.__call__ = convert
+
+
+def set_callees_intercepted(
+    code: types.CodeType, intercepted: bool, *, runs_graphs: bool = True
+) -> None:
+    """Frames of ``code`` run their cached graphs (or compile) as Dynamo decides
+    where ``runs_graphs``, else as Python (a frame Dynamo gave up on); the functions
+    they call are intercepted by Dynamo where ``intercepted``, run as plain Python
+    otherwise (Dynamo's recursive action ``SKIP``)."""
     eval_frame = torch._C._dynamo.eval_frame
     action = eval_frame._FrameAction
     strategy = eval_frame._FrameExecStrategy(
-        action.DEFAULT, action.DEFAULT if intercepted else action.SKIP
+        action.DEFAULT if runs_graphs else action.SKIP,
+        action.DEFAULT if intercepted else action.SKIP,
     )
     eval_frame.set_code_exec_strategy(code, strategy)

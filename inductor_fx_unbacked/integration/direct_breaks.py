@@ -16,15 +16,16 @@ What it assumes, and keeps:
 
 - Where Dynamo meets a graph break it cannot resume from (one inside a loop over
   a tensor's values, as transformers' per-expert loop), it compiles the frame up
-  to the last point it can resume from and leaves the rest of the frame to Python,
-  as its message says; but it still intercepts every function that rest calls,
-  and compiles those it can: each expert's activation became a graph of its own,
-  entered once per expert per call. The artifact can run what such a rest calls
-  as Python runs it, Dynamo's strategy for that frame's code set to skip its
-  callees for the call and put back to Dynamo's default after it: the rest then
-  runs exactly as eager runs it. Which way is faster depends on the callees (a
-  small activation against its region's entry, a whole model against eager), so
-  it times both on the example when compiling and keeps the faster.
+  to the last point it can resume from and leaves the rest of the frame to Python
+  (all of it, where it gives the frame up: torchvision's per-class NMS loop); but
+  it still intercepts every function that rest calls, and compiles those it can:
+  each expert's activation became a graph entered once per expert per call. The
+  artifact can run what such a rest calls as Python runs it, Dynamo's strategy
+  for that frame's code set to skip its callees for the call and put back as
+  Dynamo set it after: the rest then runs exactly as eager runs it. Which way is
+  faster depends on the callees (a small activation against its region's entry,
+  a whole model against eager), so it times both, frame by frame, on the example
+  when compiling and keeps the faster.
 - Dynamo's guards stay, frame by frame: a branch of the glue on a value read
   from a tensor is decided on every call, and a call that fails a frame's guards
   recompiles it, as ``torch.compile`` would (at most Dynamo's cache size limit;
@@ -79,10 +80,12 @@ class CompiledWithBreaks:
     ``graphs`` holds the FX graphs compiled so far (a recompile adds its own);
     ``dynamo_graphs`` counts Dynamo's graphs; ``wrapped`` says why each graph that
     kept AOTAutograd's wrappers kept them; ``python_rests`` names the functions
-    whose rest, after a graph break Dynamo cannot resume from, Dynamo leaves to
-    Python; ``rests_as_python`` says whether their callees run as Python (the
-    faster on the example, ``rest_seconds`` each way: :meth:`choose_rests`) or
-    as Dynamo compiles them.
+    whose rest Dynamo leaves to Python (after a graph break it cannot resume from,
+    or the whole frame where it gave the frame up); ``python_callees`` names those
+    whose callees run as Python, not intercepted by Dynamo (the faster on the
+    example, ``rest_seconds`` each way: :meth:`choose_rests`);
+    ``rests_as_python`` says whether that is all of them, and set, makes it all or
+    none.
     """
 
     def __init__(
@@ -113,9 +116,11 @@ class CompiledWithBreaks:
         ]
         #: (index, type) of each Python scalar argument.
         self._scalars = [(i, type(v)) for i, v in enumerate(examples) if not _is_tensor(v)]
-        self.rests_as_python = True
-        #: Median seconds of a call on the example, by ``rests_as_python``.
-        self.rest_seconds: dict[bool, float] = {}
+        #: The frames whose callees run as Python, and whether each runs its graphs.
+        self._as_python = dict(backend.python_rests)
+        #: Median seconds of a call on the example, for each frame of ``python_rests``
+        #: timed, by whether its callees ran as Python.
+        self.rest_seconds: dict[str, dict[bool, float]] = {}
 
     @property
     def graphs(self) -> list[torch.fx.GraphModule]:
@@ -133,6 +138,18 @@ class CompiledWithBreaks:
     def python_rests(self) -> list[str]:
         return [code.co_qualname for code in self._backend.python_rests]
 
+    @property
+    def python_callees(self) -> list[str]:
+        return [code.co_qualname for code in self._as_python]
+
+    @property
+    def rests_as_python(self) -> bool:
+        return len(self._as_python) == len(self._backend.python_rests)
+
+    @rests_as_python.setter
+    def rests_as_python(self, as_python: bool) -> None:
+        self._as_python = dict(self._backend.python_rests) if as_python else {}
+
     def __call__(self, *args: Any) -> Any:
         if self._flat and len(args) == len(self.names):
             leaves: Sequence[Any] = args
@@ -145,8 +162,7 @@ class CompiledWithBreaks:
         if grad:
             _compat.set_grad_enabled(False)
         try:
-            rests = self._backend.python_rests if self.rests_as_python else {}
-            with _capturing(self._settings), python_rests.callees_as_python(rests):
+            with _capturing(self._settings), python_rests.callees_as_python(self._as_python):
                 outputs = self._compiled(*leaves)
         finally:
             if grad:
@@ -154,17 +170,15 @@ class CompiledWithBreaks:
         return pytree.tree_unflatten(list(outputs), self.out_spec)
 
     def choose_rests(self, example_inputs: tuple[Any, ...], budget_s: float = 1.0) -> None:
-        """Keep the faster of the callees of ``python_rests`` as Python and as
-        Dynamo compiles them, timed on the example (:func:`python_rests.timed_both_ways`)."""
-        if not self._backend.python_rests:
-            return
+        """Run the callees of each frame of ``python_rests`` as Python or as Dynamo
+        compiles them, whichever the example times faster (:func:`python_rests.chosen`)."""
 
-        def call(as_python: bool) -> None:
-            self.rests_as_python = as_python
+        def call(as_python: dict[types.CodeType, bool]) -> None:
+            self._as_python = as_python
             self(*example_inputs)
 
-        self.rest_seconds = python_rests.timed_both_ways(call, self._backend.device, budget_s)
-        self.rests_as_python = self.rest_seconds[True] <= self.rest_seconds[False]
+        rests, device = self._backend.python_rests, self._backend.device
+        self._as_python, self.rest_seconds = python_rests.chosen(rests, call, device, budget_s)
 
     def _check(self, leaves: Sequence[Any]) -> None:
         for index, device, dtype, rank, sizes in self._tensors:
@@ -228,9 +242,10 @@ class DirectGraphs:
         self.dynamo_graphs = 0
         self.wrapped: list[str] = []
         self.accumulates = False
-        #: The code of each frame that Dynamo compiled up to a graph break it cannot
-        #: resume from, leaving the rest to Python (an ordered set).
-        self.python_rests: dict[types.CodeType, None] = {}
+        #: The code of each frame whose rest Dynamo leaves to Python, in the order
+        #: found, and whether the frame runs graphs: True where Dynamo compiled it up
+        #: to a graph break it cannot resume from, False where it gave it up whole.
+        self.python_rests: dict[types.CodeType, bool] = {}
 
     def __call__(self, gm: torch.fx.GraphModule, examples: list[Any]) -> Callable[..., Any]:
         from torch._functorch import config as functorch_config
@@ -242,7 +257,7 @@ class DirectGraphs:
         if frames.leaves_rest_to_python(gm):
             code = frames.dynamo_frame_code()
             if code is not None:
-                self.python_rests[code] = None
+                self.python_rests[code] = True
         with contextlib.ExitStack() as stack:
             stack.enter_context(fx_backend(self.device))
             graphs = stack.enter_context(recording_graphs())
@@ -261,6 +276,10 @@ class DirectGraphs:
             return compiled
         self.graphs.extend(graphs)
         return _direct_call(graphs[-1], self.cuda_graphs)
+
+    def gave_up(self, code: types.CodeType) -> None:
+        """Dynamo gave up on a frame of ``code``: it runs as Python, its callees intercepted."""
+        self.python_rests[code] = False
 
 
 def _direct_call(graph: torch.fx.GraphModule, cuda_graphs: bool) -> Callable[..., Any]:
@@ -303,7 +322,8 @@ def compile_with_breaks(
         backend = DirectGraphs(device, cuda_graphs)
         compiled = torch.compile(flat_function(), backend=backend, fullgraph=False, dynamic=dynamic)
         try:
-            _run_example(compiled, fn, names, leaves, settings)
+            with frames.recording_given_up(backend.gave_up):
+                _run_example(compiled, fn, names, leaves, settings)
         except _DataDependent as e:
             if not capture:
                 raise CompileError(f"Dynamo cannot trace this program: {e}") from e

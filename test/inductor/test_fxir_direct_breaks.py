@@ -218,9 +218,10 @@ def test_what_a_loop_dynamo_cannot_resume_calls_runs_as_python_where_that_is_fas
     block = ExpertLoop().to(DEVICE).eval()
     artifact = ifx.compile(block, signed(32, 0, 16), fullgraph=False, dynamic=True)
     assert artifact.python_rests == ["ExpertLoop.forward"]
-    seconds = artifact.rest_seconds
+    seconds = artifact.rest_seconds["ExpertLoop.forward"]
     assert set(seconds) == {True, False} and all(s > 0 for s in seconds.values())
     assert artifact.rests_as_python == (seconds[True] <= seconds[False])
+    assert artifact.python_callees == (["ExpertLoop.forward"] if artifact.rests_as_python else [])
     few, many = signed(1, 1, 16), signed(64, 2, 16)
     assert experts_hit(block, few) < experts_hit(block, many) == len(block.experts)
     for as_python in (True, False):
@@ -249,3 +250,57 @@ def test_what_a_loop_dynamo_cannot_resume_calls_runs_as_python_where_that_is_fas
         assert compiled_regions(elsewhere, many) - compiled_regions(elsewhere, few) == (
             experts_hit(block, many) - experts_hit(block, few)
         )
+
+
+def normalised(values):
+    return values / values.norm()
+
+
+def per_class_normalised(x, labels):
+    """torchvision's per-class NMS loop in miniature: a loop over the classes at the
+    frame's start, each class's values through a function of its own."""
+    out = torch.zeros_like(x)
+    for label in torch.unique(labels):
+        index = torch.where(labels == label)[0]
+        out[index] = normalised(x[index])
+    return out
+
+
+def scaled_per_class(x, labels):
+    return per_class_normalised(x * 2, labels) + 1
+
+
+def labelled(n, classes, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, generator=g)
+    labels = torch.randint(0, classes, (n,), generator=g)
+    return x.to(DEVICE), labels.to(DEVICE)
+
+
+def test_what_a_frame_dynamo_gives_up_on_calls_runs_as_python_where_that_is_faster():
+    """Dynamo gives up on the per-class frame whole (its loop over a tensor's values
+    comes first), runs it as Python and compiles the function it calls, a region per
+    class per call. The artifact finds that frame and times its callees both ways;
+    as Python, the regions of a call do not grow with the classes. Either way the
+    result is eager's, and ``torch.compile`` elsewhere keeps Dynamo's behaviour."""
+    artifact = ifx.compile(scaled_per_class, *labelled(64, 3, 0), fullgraph=False, dynamic=True)
+    assert artifact.python_rests == ["per_class_normalised"]
+    seconds = artifact.rest_seconds["per_class_normalised"]
+    assert artifact.rests_as_python == (seconds[True] <= seconds[False])
+    few, many = labelled(64, 2, 1), labelled(64, 6, 2)
+    for as_python in (True, False):
+        artifact.rests_as_python = as_python
+        grown = compiled_regions(artifact, *many) - compiled_regions(artifact, *few)
+        assert grown == (0 if as_python else 4)
+        for n, classes, seed in ((64, 3, 3), (40, 7, 4), (1, 1, 5), (5, 5, 6)):
+            x, labels = labelled(n, classes, seed)
+            torch.testing.assert_close(artifact(x, labels), scaled_per_class(x, labels))
+
+    # Dynamo's strategy for the frame is put back after each call: it still gives it
+    # up and compiles each class's call of the function.
+    elsewhere = torch.compile(scaled_per_class, backend="eager", dynamic=True)
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+    ):
+        elsewhere(*few)
+        assert compiled_regions(elsewhere, *many) - compiled_regions(elsewhere, *few) == 4
