@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import os
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -43,7 +45,11 @@ def leaves_rest_to_python(gm: torch.fx.GraphModule) -> bool:
 @contextlib.contextmanager
 def recording_given_up(record: Callable[[types.CodeType], None]) -> Iterator[None]:
     """Calls ``record(code)`` for each frame that Dynamo gives up on while the block
-    runs (its conversion fails softly, so that Dynamo runs it as Python)."""
+    runs (its conversion fails softly, so that Dynamo runs it as Python), and for
+    each frame that Dynamo gave up on before (in this block, or earlier in the
+    process: it is never converted again) and that calls a function Dynamo
+    converts in the block. Such a caller runs its own code, not Dynamo's, and Dynamo
+    has seen that code before: it skipped it and intercepts its callees."""
     from torch._dynamo import convert_frame, exc
 
     soft = (exc.Unsupported, exc.UserError)
@@ -52,6 +58,14 @@ def recording_given_up(record: Callable[[types.CodeType], None]) -> Iterator[Non
 
     @functools.wraps(convert)
     def converting(self: Any, frame: Any, *args: Any, **kwargs: Any) -> Any:
+        here = inspect.currentframe()
+        caller = _caller_code(here.f_back if here is not None else None)
+        if (
+            caller is not None
+            and caller in convert_frame.input_codes
+            and caller not in convert_frame.output_codes
+        ):
+            record(caller)
         try:
             return convert(self, frame, *args, **kwargs)
         except soft:
@@ -63,6 +77,18 @@ def recording_given_up(record: Callable[[types.CodeType], None]) -> Iterator[Non
         yield
     finally:
         converter.__call__ = convert
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _caller_code(frame: types.FrameType | None) -> types.CodeType | None:
+    """The code of the first frame from ``frame`` up that is not torch's: the one
+    that called the function Dynamo is converting (through ``Module.__call__`` and
+    the like)."""
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
+        frame = frame.f_back
+    return None if frame is None else frame.f_code
 
 
 def set_callees_intercepted(

@@ -279,7 +279,7 @@ class DirectGraphs:
 
     def gave_up(self, code: types.CodeType) -> None:
         """Dynamo gave up on a frame of ``code``: it runs as Python, its callees intercepted."""
-        self.python_rests[code] = False
+        self.python_rests.setdefault(code, False)
 
 
 def _direct_call(graph: torch.fx.GraphModule, cuda_graphs: bool) -> Callable[..., Any]:

@@ -12,6 +12,7 @@ and says why it cannot be saved.
 from __future__ import annotations
 
 import pickle
+import types
 
 import pytest
 import torch
@@ -304,3 +305,29 @@ def test_what_a_frame_dynamo_gives_up_on_calls_runs_as_python_where_that_is_fast
     ):
         elsewhere(*few)
         assert compiled_regions(elsewhere, *many) - compiled_regions(elsewhere, *few) == 4
+
+
+def fresh(fn, **names):
+    """``fn`` on a new code object (Dynamo's state is per code), reading ``names``."""
+    return types.FunctionType(fn.__code__.replace(), {**fn.__globals__, **names})
+
+
+def test_a_frame_dynamo_gave_up_on_before_the_compile_is_found_too():
+    """Dynamo gives a frame up once per process: a ``torch.compile`` of the same code
+    earlier leaves it skipped, never converted again. The artifact still finds it,
+    by the functions it calls, which Dynamo intercepts and converts."""
+    per_class = fresh(per_class_normalised, normalised=fresh(normalised))
+    program = fresh(scaled_per_class, per_class_normalised=per_class)
+    earlier = torch.compile(program, backend="eager", dynamic=True)
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+    ):
+        earlier(*labelled(64, 3, 0))
+    artifact = ifx.compile(program, *labelled(64, 3, 0), fullgraph=False, dynamic=True)
+    assert artifact.python_rests == ["per_class_normalised"]
+    artifact.rests_as_python = True
+    few, many = labelled(64, 2, 1), labelled(64, 6, 2)
+    assert compiled_regions(artifact, *many) == compiled_regions(artifact, *few)
+    for n, classes, seed in ((64, 3, 3), (40, 7, 4), (1, 1, 5)):
+        x, labels = labelled(n, classes, seed)
+        torch.testing.assert_close(artifact(x, labels), scaled_per_class(x, labels))
