@@ -71,6 +71,16 @@ def compile(  # noqa: A001 - the package's public name, as torch.compile
     device = device_type(device or _device_of(leaves) or default_device())
     try:
         capture, graphs, namespace, traced = _traced(fn, in_spec, names, leaves, device, dynamic)
+        fixed = _fixed_sizes(capture) if dynamic else {}
+        if fixed:
+            # Sizes the trace guarded equal to the example's (0 or 1) stay symbols, which
+            # Inductor fuses less well (an attention's softmax over a batch of 1: a
+            # reduction and a pointwise kernel, not one kernel); static, they take the
+            # same inputs, the guard now a static size's.
+            log.info("ifx.compile: the trace fixed sizes %s; tracing again with them static", fixed)
+            capture, graphs, namespace, traced = _traced(
+                fn, in_spec, names, leaves, device, dynamic, static=fixed
+            )
     except _GraphBreak:
         if fullgraph:
             raise
@@ -128,9 +138,11 @@ def _traced(
     dynamic: bool,
     *,
     size_oblivious: bool = True,
+    static: dict[int, list[int]] | None = None,
 ) -> tuple[_Capture, list[torch.fx.GraphModule], dict[str, Any], tuple[Any, ...]]:
-    """Trace and compile ``fn`` once, running it on the example: what the backend
-    kept, the FX graphs, the namespace the state is read from, the result's leaves."""
+    """Trace and compile ``fn`` once, running it on the example (the dimensions of
+    ``static``, by leaf, marked static for the trace): what the backend kept, the FX
+    graphs, the namespace the state is read from, the result's leaves."""
     flat_fn, namespace = _flat_function(fn, in_spec)
     capture = _Capture(names)
     with contextlib.ExitStack() as stack:
@@ -148,8 +160,53 @@ def _traced(
             stack.enter_context(torch.fx.experimental._config.patch(backed_size_oblivious=True))
         graphs = stack.enter_context(recording_graphs())
         compiled = torch.compile(flat_fn, backend=capture, fullgraph=True, dynamic=dynamic)
-        traced = _trace(compiled, leaves)
+        marked = [
+            _static_alias(leaf, static[i]) if i in (static or {}) else leaf
+            for i, leaf in enumerate(leaves)
+        ]
+        traced = _trace(compiled, marked)
+    # A leaf of the result that is an argument is the caller's tensor, not its alias.
+    caller = {id(alias): leaf for alias, leaf in zip(marked, leaves) if alias is not leaf}
+    traced = tuple(caller.get(id(value), value) for value in traced)
     return capture, graphs, namespace, traced
+
+
+def _fixed_sizes(capture: _Capture) -> dict[int, list[int]]:
+    """The dimensions of whole tensor arguments, by leaf, whose sizes the trace kept
+    as symbols yet guarded equal to a constant (``backed_size_oblivious`` does so
+    for the example's 0 and 1 where the program needs that size)."""
+    import sympy
+
+    shape_env = capture.shape_env
+    if shape_env is None:
+        return {}
+    constants = set()
+    for guard in shape_env.guards:
+        expr = guard.expr
+        if isinstance(expr, sympy.Eq):
+            for side, other in ((expr.lhs, expr.rhs), (expr.rhs, expr.lhs)):
+                if isinstance(side, sympy.Symbol) and other.is_Integer:
+                    constants.add(side)
+    fixed: dict[int, list[int]] = {}
+    for (_, name), example in zip(capture.sources, capture.examples):
+        index = sources.leaf_index(name)
+        if index is not None and isinstance(example, torch.Tensor):
+            dims = [
+                dim
+                for dim, size in enumerate(example.shape)
+                if isinstance(size, torch.SymInt) and size.node.expr in constants
+            ]
+            if dims:
+                fixed[index] = dims
+    return fixed
+
+
+def _static_alias(leaf: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """An alias of the caller's tensor with ``dims`` marked static for Dynamo (the
+    mark stays on the alias)."""
+    alias = leaf.detach()
+    torch._dynamo.mark_static(alias, dims)
+    return alias
 
 
 class _InductorFailed(CompileError):

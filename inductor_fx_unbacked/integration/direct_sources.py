@@ -29,6 +29,12 @@ from .compiled import SCALAR_TYPES, CompileError, Signature, function
 _LEAF = re.compile(r"L\['(?:leaf(\d+)'\]|args'\]\[(\d+)\])")
 
 
+def leaf_index(name: str) -> int | None:
+    """The leaf that Dynamo's source ``name`` is, whole (``L['leaf0']``), or None."""
+    leaf = _LEAF.match(name)
+    return int(leaf[1] or leaf[2]) if leaf is not None and leaf.end() == len(name) else None
+
+
 def signature_of(
     capture: Any,
     names: list[str],

@@ -494,6 +494,48 @@ def test_dynamic_runs_sizes_zero_and_one(example_size):
         assert same(artifact(x), positives_doubled(x)), n
 
 
+def causal_attention(q, k, v):
+    """Attention with a causal mask, as transformers' eager attention computes it."""
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    causal = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool, device=q.device).tril()
+    probabilities = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+    return probabilities @ v
+
+
+def heads(batch, tokens, seed):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(batch, 2, tokens, 8, generator=g).to(DEVICE) for _ in range(3))
+
+
+def test_a_size_the_trace_fixes_is_compiled_static():
+    """The batch of 1 stays a symbol with ``dynamic=True``, yet the trace guards it
+    equal to 1 (the artifact takes no other batch): compiled as a symbol, Inductor
+    splits the softmax into a reduction and a pointwise kernel over the scores (3 ms
+    more on an H100 for a model's 4096 tokens). Traced again with that size static,
+    the softmax is one kernel, and the artifact takes the same inputs as before."""
+    q, k, v = heads(1, 48, 0)
+    artifact = ifx.compile(causal_attention, q, k, v, dynamic=True)
+    hop = torch.ops.higher_order.triton_kernel_wrapper_mutation
+    assert len(artifact.graph.graph.find_nodes(op="call_function", target=hop)) == 1
+    # Traced on aliases of the caller's tensors: a result that is an argument is the
+    # caller's tensor.
+    returning_q = ifx.compile(lambda q, k, v: (causal_attention(q, k, v), q), q, k, v, dynamic=True)
+    assert returning_q(q, k, v)[1] is q
+    torch.testing.assert_close(artifact(*heads(1, 48, 1)), causal_attention(*heads(1, 48, 1)))
+    for tokens, seed in ((7, 2), (64, 3)):
+        args = heads(1, tokens, seed)
+        if torch.__version__.startswith("2.10"):
+            # Inductor of torch 2.10 fixes the tokens too, with or without this.
+            with pytest.raises(ifx.InputError, match=r"size\(\)\[2\] == 48"):
+                artifact(*args)
+        else:
+            torch.testing.assert_close(artifact(*args), causal_attention(*args))
+    with pytest.raises(
+        ifx.InputError, match=r"args\[\d\]\.size\(\)\[0\] == 1, .* size \(2, 2, 48, 8\)"
+    ):
+        artifact(*heads(2, 48, 4))
+
+
 # The self-check: the whole structure, at dtype-aware tolerances.
 
 
