@@ -143,6 +143,7 @@ def _traced(
     """Trace and compile ``fn`` once, running it on the example (the dimensions of
     ``static``, by leaf, marked static for the trace): what the backend kept, the FX
     graphs, the namespace the state is read from, the result's leaves."""
+    static = static or {}
     flat_fn, namespace = _flat_function(fn, in_spec)
     capture = _Capture(names)
     with contextlib.ExitStack() as stack:
@@ -161,8 +162,7 @@ def _traced(
         graphs = stack.enter_context(recording_graphs())
         compiled = torch.compile(flat_fn, backend=capture, fullgraph=True, dynamic=dynamic)
         marked = [
-            _static_alias(leaf, static[i]) if i in (static or {}) else leaf
-            for i, leaf in enumerate(leaves)
+            _static_alias(leaf, static[i]) if i in static else leaf for i, leaf in enumerate(leaves)
         ]
         traced = _trace(compiled, marked)
     # A leaf of the result that is an argument is the caller's tensor, not its alias.
