@@ -114,10 +114,14 @@ def _kernels() -> dict[str, Any]:
 
 
 _CONSTEXPRS = {"BLOCK": BLOCK, "CHUNK": CHUNK, "LONGEST": LONGEST_REPEAT}
+#: Launch options among a kernel's constexprs (``num_warps``): compile options, not
+#: arguments of the compiled kernel.
+_OPTIONS = frozenset({"num_warps", "num_stages"})
 
 
 class _CompiledKernels(dict[tuple[Any, ...], Callable[..., None]]):
-    """(kernel, device, dtype, alignment) -> how to launch the compiled kernel.
+    """(kernel, (device, dtypes, alignment), *constexprs) -> how to launch the compiled
+    kernel.
 
     Inductor's ``fresh_cache()`` forgets it (``clear_on_fresh_cache``), together
     with the compiles that Triton's JIT keeps in memory, so that the kernels
@@ -126,12 +130,14 @@ class _CompiledKernels(dict[tuple[Any, ...], Callable[..., None]]):
     """
 
     def cache_clear(self) -> None:
-        self.clear()
+        kernels = {key[0] for key in self}
         if _kernels.cache_info().currsize:
-            for kernel in _kernels().values():
-                caches = getattr(kernel, "device_caches", None)  # not in the interpreter
-                if caches is not None:
-                    caches.clear()
+            kernels.update(_kernels().values())
+        self.clear()
+        for kernel in kernels:
+            caches = getattr(kernel, "device_caches", None)  # not in the interpreter
+            if caches is not None:
+                caches.clear()
 
 
 _COMPILED = clear_on_fresh_cache(_CompiledKernels())
@@ -165,22 +171,29 @@ class _Call:
         return allocate(size, stride, dtype)
 
     def launch(self, name: str, blocks: int, *args: Any) -> None:
-        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``, launched through
-        Inductor's static launcher (or Triton's own, where that cannot launch it).
-        The first call of each key in a process loads the kernel from the runner's
-        store (``kernel_store.py``), or compiles and stores it."""
-        launch = _COMPILED.get((name, self.key))
+        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``, the constexprs (the last
+        parameters of every kernel) in their order."""
+        kernel = _kernels()[name]
+        constexprs = {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS}
+        self.run(kernel, blocks, args, constexprs)
+
+    def run(self, kernel: Any, blocks: int, args: tuple[Any, ...], constexprs: dict) -> None:
+        """``kernel[(blocks,)](*args, **constexprs)``, launched through Inductor's static
+        launcher (or Triton's own, where that cannot launch it). The first call of
+        each key in a process loads the kernel from the runner's store
+        (``kernel_store.py``), or compiles and stores it."""
+        key = (kernel, self.key, *constexprs.values())
+        launch = _COMPILED.get(key)
         if launch is None:
-            launch = self._prepare(name, blocks, args)
+            launch = self._prepare(kernel, blocks, args, constexprs)
             if launch is None:  # Triton's interpreter: the call above ran it
                 return
-            _COMPILED[name, self.key] = launch
+            _COMPILED[key] = launch
         launch(blocks, self.stream, args)
 
-    def _prepare(self, name: str, blocks: int, args: tuple[Any, ...]) -> Any:
-        kernel = _kernels()[name]
-        # The constexprs, the last parameters of every kernel, in their order.
-        constexprs = {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS}
+    def _prepare(
+        self, kernel: Any, blocks: int, args: tuple[Any, ...], constexprs: dict[str, Any]
+    ) -> Any:
         if self.stream is None:
             kernel[(blocks,)](*args, **constexprs)
             return None
@@ -199,7 +212,7 @@ class _Call:
             kernel_store.store(key, static)
             if _compat.load_static_launcher(static, index):
                 return _static_launch(static)
-        values = tuple(constexprs.values())
+        values = tuple(v for k, v in constexprs.items() if k not in _OPTIONS)
 
         def launch(blocks: int, stream: int, args: tuple[Any, ...]) -> None:
             compiled[(blocks, 1, 1)](*args, *values, stream=stream)
@@ -221,11 +234,15 @@ def _covered(x: torch.Tensor, largest: int | None = None) -> bool:
     largest = LARGEST if largest is None else largest
     if x.dim() != 1 or x.dtype not in _DTYPES or not 0 < x.numel() <= min(largest, _LIMIT - 1):
         return False
-    if x.stride(0) != 1:
-        return False
-    if x.is_cuda:
-        return x.device.index == torch.cuda.current_device()
-    return INTERPRETED and x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
+    return x.stride(0) == 1 and runs_kernels(x.device)
+
+
+def runs_kernels(device: torch.device) -> bool:
+    """Whether the kernels run on ``device``: the current CUDA device, or the CPU in
+    Triton's interpreter where :data:`INTERPRETED` says so."""
+    if device.type == "cuda":
+        return device.index == torch.cuda.current_device()
+    return INTERPRETED and device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
 #: (device index, stream) -> the count kernels' ticket on that stream.

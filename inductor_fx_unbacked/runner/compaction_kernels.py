@@ -196,3 +196,82 @@ def inverse_indices(x_ptr, places_ptr, work_ptr, least_at, out_ptr, n, BLOCK: tl
     x = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int64)
     least = tl.load(work_ptr + least_at)
     tl.store(out_ptr + offsets, tl.load(places_ptr + (x - least), mask=inside), mask=inside)
+
+
+# The one-pass selection that ``fused_selections.py`` appends to a predicate's kernel.
+
+#: A block's status word: its count or inclusive prefix in the low bits, what the
+#: word holds in the two bits above (0: nothing yet, while the word is zero).
+_AGGREGATE = tl.constexpr(1 << 60)
+_PREFIX = tl.constexpr(2 << 60)
+_VALUE = tl.constexpr((1 << 60) - 1)
+
+
+@triton.jit
+def ticket(work_ptr, blocks):
+    """This program's place in the order in which programs started (``work[blocks]``,
+    zero at the launch, counts them): a program waits only on programs that
+    started before it, which are resident, so the look-back always ends."""
+    return tl.atomic_add(work_ptr + blocks, 1, sem="relaxed")
+
+
+@triton.jit
+def look_back(work_ptr, block, WINDOW: tl.constexpr):
+    """The sum of the counts of the blocks before ``block``, from their status words
+    (decoupled look-back): ``WINDOW`` words at a time, nearest first, summing the
+    counts up to the nearest inclusive prefix, and reading the window again while
+    one of those words is still empty. A word before block 0 reads as a prefix of 0."""
+    k = tl.arange(0, WINDOW)
+    exclusive = tl.full([], 0, tl.int64)
+    end = block.to(tl.int64)
+    done = tl.full([], 0, tl.int32)
+    while done == 0:
+        index = end - 1 - k
+        status = tl.load(work_ptr + index, mask=index >= 0, other=_PREFIX, volatile=True)
+        kind = status >> 60
+        nearest_prefix = tl.min(tl.where(kind == 2, k, WINDOW), axis=0)
+        nearest_empty = tl.min(tl.where(kind == 0, k, WINDOW), axis=0)
+        ready = (nearest_empty > nearest_prefix) | (nearest_empty == WINDOW)
+        counts = tl.sum(tl.where(k <= nearest_prefix, status & _VALUE, 0), axis=0)
+        exclusive += tl.where(ready, counts, 0)
+        found = ready & (nearest_prefix < WINDOW)
+        end -= tl.where(ready & (nearest_prefix == WINDOW), WINDOW, 0)
+        done = found.to(tl.int32)
+    return exclusive
+
+
+@triton.jit
+def select_tail(
+    keep,
+    block,
+    n,
+    work_ptr,
+    blocks,
+    values_ptr,
+    out_ptr,
+    BLOCK: tl.constexpr,
+    VALUES: tl.constexpr,
+    WINDOW: tl.constexpr,
+):
+    """Write the elements of ``block`` that ``keep`` keeps, in order, at the sum of the
+    counts of the blocks before it plus their rank: their indices (``nonzero``), or
+    with ``VALUES`` the values at them (``masked_select``). The last block writes the
+    total at ``work[blocks + 1]``."""
+    offsets = block.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    keep = (keep != 0) & (offsets < n)
+    count = tl.sum(keep.to(tl.int32), axis=0).to(tl.int64)
+    exclusive = tl.full([], 0, tl.int64)
+    if block == 0:
+        tl.atomic_xchg(work_ptr, count | _PREFIX, sem="release")
+    else:
+        tl.atomic_xchg(work_ptr + block, count | _AGGREGATE, sem="release")
+        exclusive = look_back(work_ptr, block, WINDOW)
+        tl.atomic_xchg(work_ptr + block, (exclusive + count) | _PREFIX, sem="release")
+    if block == blocks - 1:
+        tl.store(work_ptr + blocks + 1, exclusive + count)
+    # The rank in int32, as in ``kept_and_places``.
+    place = exclusive + (tl.cumsum(keep.to(tl.int32), axis=0) - 1).to(tl.int64)
+    if VALUES:
+        tl.store(out_ptr + place, tl.load(values_ptr + offsets, mask=keep), mask=keep)
+    else:
+        tl.store(out_ptr + place, offsets, mask=keep)

@@ -38,6 +38,7 @@ from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 from .. import _compat
 from ..codegen import views
 from ..codegen.fx_cpp import kernel_function
+from . import fused_selections
 from .checks import checks_by_operator
 from .tuning import Launch, launcher_arg_names
 
@@ -83,6 +84,7 @@ def lower(gm: torch.fx.GraphModule, kernels: Kernels | None = None) -> torch.fx.
     output = graph.graph_copy(gm.graph, {})
     graph.output(output)
     streams: dict[Any, torch.fx.Node] = {}
+    fused_selections.fuse(graph, kernels)
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue

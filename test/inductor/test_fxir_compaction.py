@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.demo.programs import BY_NAME, same
-from inductor_fx_unbacked.runner import compaction
+from inductor_fx_unbacked.runner import compaction, fused_selections
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 BLOCK = compaction.BLOCK
@@ -156,7 +156,9 @@ def test_negative_repeats_raise_the_operators_error():
 
 
 @pytest.mark.parametrize("name", ["P1", "P6", "P7", "P8"])
-def test_programs_run_the_kernels_and_keep_the_operators_in_the_graph(name):
+def test_programs_run_the_kernels_and_keep_the_operators_in_the_graph(name, monkeypatch):
+    # Selections by a predicate kernel just before are fused (test_fxir_fused_selections).
+    monkeypatch.setattr(fused_selections, "ENABLED", False)
     program = BY_NAME[name]
     inputs = program.inputs(DEVICE, 3 * BLOCK + 5)
     artifact = ifx.compile(program.fn, *inputs[0])
@@ -353,7 +355,7 @@ def stored_kernels(inductor_dir: Path) -> list[Path]:
 
 NEW_PROCESS_NONZERO = """
 import json, torch
-from inductor_fx_unbacked.runner import compaction
+from inductor_fx_unbacked.runner import compaction, fused_selections
 mask = torch.rand(3 * compaction.BLOCK + 5, device="cuda") < 0.5
 same = torch.equal(compaction.nonzero(mask), torch.nonzero(mask))
 compiled = sum(len(c[0]) for k in compaction._kernels().values() for c in k.device_caches.values())
@@ -569,7 +571,7 @@ def test_calls_on_two_streams_at_once_each_count_their_own():
 
 FAILED_CAPTURE = """
 import json, torch
-from inductor_fx_unbacked.runner import compaction
+from inductor_fx_unbacked.runner import compaction, fused_selections
 g = torch.Generator(device="cuda").manual_seed(10)
 masks = [torch.rand(5 * compaction.BLOCK + 1, device="cuda", generator=g) < k for k in (0.2, 0.7)]
 compaction.nonzero(masks[0])  # compiled before the capture

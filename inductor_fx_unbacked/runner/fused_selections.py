@@ -1,0 +1,284 @@
+"""A selection by a predicate that Inductor computed just before it, in one pass.
+
+``torch.nonzero(x > t)`` and ``x.masked_select(x.abs() > t)`` reach the graph as a
+pointwise Triton kernel that writes the predicate to a bool buffer, then the
+compaction that reads it (``compaction.py``): the predicate is written and read
+twice, and each compaction pass reads its input again. At 64M elements that is
+several times the bytes the selection needs: the input once, the result once.
+
+:func:`fuse` lowers such a pair into one call of a kernel made from the
+predicate's own: its body up to the store of the predicate, then
+``compaction_kernels.select_tail``, which counts the block's kept elements, learns
+the count before the block from the blocks before it (decoupled look-back) and
+writes the kept elements in order. The predicate never reaches memory, and each
+input byte is read once. The count reaches the host as before (one copy, the
+sync that defines the unbacked size).
+
+The result's storage holds as many elements as the input (the count is known only
+after the elements are written): ``nonzero`` returns the ``(count, 1)`` tensor
+with the operator's strides, ``masked_select`` the ``(count,)`` tensor, each at the
+start of that storage, as ``nonzero_static(size=numel)`` keeps its padding.
+
+It fuses only what it proves equal, else leaves the pair as it is:
+
+- the buffer is a contiguous bool allocation of the graph (of one dimension for
+  ``nonzero``, whose result has a column per dimension) that only the kernel writes
+  and only the compaction reads; the kernel is the last launch before the
+  compaction (nothing in between reads or writes memory);
+- the kernel is a one-dimensional pointwise kernel of Inductor's, straight-line
+  code whose only statement that names the buffer stores the predicate at its
+  contiguous index, with each program taking the ``XBLOCK`` elements at
+  ``program_id(0) * XBLOCK``; its other stores (other buffers it writes, read
+  later) stay as they are;
+- at run time, ``masked_select``'s values have the buffer's shape and are
+  contiguous, there is at least one element, and the kernels run on the device
+  (``compaction.runs_kernels``); any other call launches the predicate kernel as
+  the graph does and calls the compaction after it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from typing import Any
+
+import torch
+from torch._inductor.codecache import PyCodeCache
+
+from ..artifact.facts import value_kind
+from ..codegen import views
+from . import compaction
+from .predicate_source import PREFIX, fused_source
+
+aten = torch.ops.aten
+_KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
+
+#: Whether lowering fuses selections (the tests turn it off to reach the compactions).
+ENABLED = True
+#: Elements per program of a fused selection.
+BLOCK = 2048
+#: Status words each look-back step reads.
+WINDOW = 32
+NUM_WARPS = 8
+
+
+def fuse(graph: torch.fx.Graph, kernels: Any) -> None:
+    """Replace each predicate kernel and the selection after it by one fused call
+    (the module docstring says which), where :data:`ENABLED`."""
+    if not ENABLED:
+        return
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is aten.nonzero.default and len(node.args) == 1 and not node.kwargs:
+            _fuse(graph, node, node.args[0], None, kernels)
+        elif node.target is aten.masked_select.default and len(node.args) == 2:
+            _fuse(graph, node, node.args[1], node.args[0], kernels)
+
+
+def _fuse(
+    graph: torch.fx.Graph,
+    selection: torch.fx.Node,
+    mask: Any,
+    values: Any,
+    kernels: Any,
+) -> None:
+    allocation = _bool_allocation(mask)
+    if allocation is None or values is mask or (values is None and len(allocation[0]) != 1):
+        return
+    kernel_node = _previous_launch(selection)
+    if kernel_node is None or set(mask.users) != {kernel_node, selection}:
+        return
+    kwargs = kernel_node.kwargs
+    if kwargs.get("tma_descriptor_metadata") or kwargs.get("launch_kwargs"):
+        return
+    call_kwargs = {
+        **kwargs["kwargs"],
+        **kernels.constant_args_of(kwargs["constant_args_idx"]),
+    }
+    written = [name for name, value in call_kwargs.items() if value is mask]
+    if len(written) != 1:
+        return
+    kernel = kernels.kernel(kwargs["kernel_idx"])
+    params = list(getattr(kernel, "arg_names", ()))
+    if set(params) != set(call_kwargs):
+        return
+    scalars = [
+        name
+        for name in params
+        if name != "XBLOCK"
+        and (
+            not isinstance(call_kwargs[name], torch.fx.Node)
+            or value_kind(call_kwargs[name]).is_scalar
+        )
+    ]
+    source = fused_source(_source(kernel), written[0], scalars)
+    if source is None:
+        return
+    names = [name for name in params if name not in (written[0], "XBLOCK")]
+    fused = FusedSelection(
+        source,
+        values is not None,
+        kernel,
+        (*names, written[0]),
+        call_kwargs["XBLOCK"],
+        torch.device(mask.kwargs.get("device", "cpu")),
+    )
+    (grid,) = kwargs["grid"]
+    size, stride = allocation
+    args = (tuple(grid), tuple(size), tuple(stride), *(call_kwargs[n] for n in names))
+    selection.target = fused
+    selection.args = (*args, values) if values is not None else args
+    selection.kwargs = {}
+    graph.erase_node(kernel_node)
+
+
+def _source(kernel: Any) -> str:
+    """The source of a kernel's function: a ``JITFunction``'s, or the function an
+    interpreted kernel runs."""
+    source = getattr(kernel, "src", None)
+    if source is None:
+        try:
+            source = inspect.getsource(kernel.fn)
+        except (AttributeError, OSError, TypeError):
+            return ""
+    return source
+
+
+def _bool_allocation(node: Any) -> tuple[list[Any], list[Any]] | None:
+    """The size and stride of ``node`` if it is a contiguous bool allocation."""
+    if not isinstance(node, torch.fx.Node) or node.target is not torch.empty_strided:
+        return None
+    if node.kwargs.get("dtype") is not torch.bool or len(node.args) != 2:
+        return None
+    size, stride = (list(a) for a in node.args)
+    if not size:
+        return None
+    # Row-major: each stride the product of the sizes after it, where the graph
+    # spells that product as a size itself or as integers.
+    for dim in range(len(size)):
+        later = size[dim + 1 :]
+        if all(isinstance(s, int) for s in later):
+            expected: Any = math.prod(later)
+        elif len(later) == 1:
+            expected = later[0]
+        else:
+            return None
+        if not _equal(stride[dim], expected) and not _equal(size[dim], 1):
+            return None
+    return size, stride
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+
+
+def _previous_launch(selection: torch.fx.Node) -> torch.fx.Node | None:
+    """The kernel launch just before ``selection``, with only host values between."""
+    node = selection.prev
+    while node.op == "call_function" and node.target is not _KERNEL_HOP:
+        if not views.is_host_value(node, _reads_tensor):
+            return None
+        node = node.prev
+    return node if node.op == "call_function" else None
+
+
+def _reads_tensor(node: torch.fx.Node) -> bool:
+    return any(not value_kind(n).is_scalar for n in node.all_input_nodes)
+
+
+class FusedSelection:
+    """``nonzero(mask)`` or ``masked_select(values, mask)`` where the predicate kernel
+    ``original`` writes ``mask``, in one launch of the kernel that ``source``
+    defines. Called with the kernel's grid, the mask's size and stride, the
+    kernel's other arguments (``names`` but the last, the mask's), then the values."""
+
+    __module__ = __name__
+
+    def __init__(
+        self,
+        source: str,
+        select_values: bool,
+        original: Any,
+        names: tuple[str, ...],
+        xblock: int,
+        device: torch.device,
+    ) -> None:
+        self.source = source
+        self.select_values = select_values
+        self.original = original
+        self.names = names
+        self.xblock = xblock
+        self.device = device
+        self.__name__ = "fused_masked_select" if select_values else "fused_nonzero"
+
+    @functools.cached_property
+    def kernel(self) -> Any:
+        module = PyCodeCache.load(self.source)
+        (name,) = (n for n in vars(module) if n.startswith(PREFIX))
+        return getattr(module, name)
+
+    def __call__(
+        self, grid: tuple[int, ...], size: tuple[int, ...], stride: tuple[int, ...], *args: Any
+    ) -> torch.Tensor:
+        inputs = args[: len(self.names) - 1]
+        values = args[-1] if self.select_values else None
+        n = math.prod(size)
+        if not self._covered(size, values, n):
+            return self._unfused(grid, size, stride, inputs, values, n)
+        tensors = [a for a in (*inputs, values) if isinstance(a, torch.Tensor)]
+        call = (
+            compaction._Call(*tensors)
+            if tensors
+            else compaction._Call(torch.empty((0,), device=self.device))
+        )
+        dtype = values.dtype if values is not None else torch.int64
+        out = call.empty((n,), (1,), dtype)
+        blocks = -(-n // BLOCK)
+        work = call.empty((blocks + 2,), (1,), torch.int64).zero_()
+        constexprs: dict[str, Any] = {
+            "XBLOCK": BLOCK,
+            "VALUES": values is not None,
+            "WINDOW": WINDOW,
+        }
+        if call.stream is not None:
+            constexprs["num_warps"] = NUM_WARPS
+        selected = values if values is not None else out
+        call.run(self.kernel, blocks, (*inputs, work, blocks, n, selected, out), constexprs)
+        (total,) = compaction._read(work, blocks + 1, 1)
+        if values is not None:
+            return out[:total]
+        # ``nonzero``'s layout (``compaction.nonzero``), at the start of ``out``.
+        return out.as_strided((total, 1), (1, max(total, 1) if call.stream is not None else total))
+
+    def _covered(self, size: tuple[int, ...], values: Any, n: int) -> bool:
+        if not compaction.runs_kernels(self.device) or not 0 < n < compaction._LIMIT:
+            return False
+        if values is None:
+            return True
+        return (
+            tuple(values.shape) == tuple(size)
+            and values.is_contiguous()
+            and values.dtype in compaction._DTYPES
+            and values.device == self.device
+        )
+
+    def _unfused(
+        self,
+        grid: tuple[int, ...],
+        size: tuple[int, ...],
+        stride: tuple[int, ...],
+        inputs: tuple[Any, ...],
+        values: Any,
+        n: int,
+    ) -> torch.Tensor:
+        """What the graph does: the predicate kernel (over no element, none), then the
+        compaction."""
+        mask = torch.empty_strided(size, stride, dtype=torch.bool, device=self.device)
+        if n:
+            kwargs = dict(zip(self.names, (*inputs, mask)))
+            self.original[grid](**kwargs, XBLOCK=self.xblock)
+        if values is None:
+            return compaction.nonzero(mask)
+        return compaction.masked_select(values, mask)

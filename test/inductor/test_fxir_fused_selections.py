@@ -1,0 +1,294 @@
+"""Selections by a predicate kernel, fused into one pass (``runner/fused_selections.py``).
+
+``nonzero(x > t)`` and ``masked_select(v, pred(...))`` reach the graph as Inductor's
+predicate kernel, then the compaction. The runner computes both in one kernel made
+from the predicate's: each call must return eager's tensor (values, size, strides,
+dtype) for every kept count, from none to all, whatever the values at masked-out
+positions, and leave the graph as it is. What it cannot prove equal runs as the
+graph says. On CPU the kernels run in Triton's interpreter (``INTERPRETED``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import pytest
+import torch
+
+import inductor_fx_unbacked as ifx
+from inductor_fx_unbacked.runner import compaction, fused_selections, predicate_source
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+BLOCK = fused_selections.BLOCK
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def kernels_run():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(ifx.fx_backend(DEVICE))
+        stack.enter_context(mock.patch.object(compaction, "INTERPRETED", True))
+        yield
+
+
+@contextlib.contextmanager
+def counting():
+    """The fused selections' calls, and those of them that ran unfused."""
+    calls = {"fused": 0, "unfused": 0}
+    call, unfused = (
+        fused_selections.FusedSelection.__call__,
+        fused_selections.FusedSelection._unfused,
+    )
+
+    def counted_call(self, *args):
+        calls["fused"] += 1
+        return call(self, *args)
+
+    def counted_unfused(self, *args):
+        calls["unfused"] += 1
+        return unfused(self, *args)
+
+    with (
+        mock.patch.object(fused_selections.FusedSelection, "__call__", counted_call),
+        mock.patch.object(fused_selections.FusedSelection, "_unfused", counted_unfused),
+    ):
+        yield calls
+
+
+def assert_same_tensor(got: torch.Tensor, expected: torch.Tensor) -> None:
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
+    assert got.stride() == expected.stride()
+    assert torch.equal(got, expected) or torch.allclose(got, expected, equal_nan=True)
+
+
+def fused_nodes(artifact) -> list[fused_selections.FusedSelection]:
+    return [
+        v
+        for v in artifact._run.__globals__.values()
+        if isinstance(v, fused_selections.FusedSelection)
+    ]
+
+
+def nonzero_above(x):
+    return torch.nonzero(x > 0.5)
+
+
+def select_large(g):
+    return torch.masked_select(g, g.abs() > 1.5)
+
+
+def positives_doubled(x):
+    return x[x > 0] * 2
+
+
+def kept(n: int, count: int, seed: int = 0) -> torch.Tensor:
+    """``n`` values of which exactly ``count`` are over 2 (the rest below 0.5), at
+    random places."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, generator=g) * 0.4
+    x[torch.randperm(n, generator=g)[:count]] = 2.0 + torch.rand(count, generator=g)
+    return x.to(DEVICE)
+
+
+# Sizes around the block, and kept counts from none to all.
+CASES = [
+    (1, 0),
+    (1, 1),
+    (BLOCK, 1),
+    (BLOCK + 1, BLOCK + 1),
+    (3 * BLOCK + 5, 0),
+    (3 * BLOCK + 5, 2000),
+]
+
+
+@pytest.mark.parametrize("program", [nonzero_above, select_large, positives_doubled])
+def test_a_selection_by_a_predicate_is_one_kernel_and_equals_eager(program):
+    artifact = ifx.compile(program, kept(3 * BLOCK + 5, 700), dynamic=True)
+    # The graph still says the operator; the runner calls the fused selection instead.
+    graph = artifact.graph.graph
+    operators = {aten.nonzero.default, aten.masked_select.default}
+    assert [n for n in graph.nodes if n.target in operators], artifact.graph.code
+    (fused,) = fused_nodes(artifact)
+    assert "tl.store" not in fused.source.split("def ", 1)[1].split("ifx_select_tail")[0]
+    with counting() as calls:
+        for n, count in CASES:
+            x = kept(n, count, seed=n + count)
+            assert_same_tensor(artifact(x), program(x))
+    assert calls == {"fused": len(CASES), "unfused": 0}
+    # No element: nothing to launch, the operator's empty result.
+    with counting() as calls:
+        x = kept(0, 0)
+        assert_same_tensor(artifact(x), program(x))
+    assert calls == {"fused": 1, "unfused": 1}
+
+
+def test_values_at_masked_out_positions_never_reach_the_result():
+    def finite(v):
+        return torch.masked_select(v, torch.isfinite(v))
+
+    def not_nan_rows(v):
+        return torch.nonzero(~torch.isnan(v))
+
+    for program in (finite, not_nan_rows):
+        v = kept(3 * BLOCK + 5, 900)
+        artifact = ifx.compile(program, v, dynamic=True)
+        with counting() as calls:
+            for n, bad in ((3 * BLOCK + 5, 0.5), (2 * BLOCK, 1.0), (7, 0.0), (9, 1.0)):
+                v = torch.randn(n, generator=torch.Generator().manual_seed(n)).to(DEVICE)
+                at = torch.rand(n, generator=torch.Generator().manual_seed(n + 1)).to(DEVICE) < bad
+                v[at] = float("nan")
+                v[at & (torch.arange(n, device=DEVICE) % 2 == 0)] = float("inf")
+                assert_same_tensor(artifact(v), program(v))
+        assert calls["unfused"] == 0 and calls["fused"] == 4
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.bool,
+        torch.int8,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float64,
+    ],
+)
+def test_masked_select_of_every_dtype_by_another_tensors_predicate(dtype):
+    def select(v, k):
+        return torch.masked_select(v, k > 0)
+
+    def inputs(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        v = (torch.randn(n, generator=g) * 50).to(dtype)
+        return v.to(DEVICE), torch.randn(n, generator=g).to(DEVICE)
+
+    artifact = ifx.compile(select, *inputs(3 * BLOCK + 5, 0), dynamic=True)
+    with counting() as calls:
+        for n, seed in ((3 * BLOCK + 5, 1), (BLOCK - 3, 2), (1, 3)):
+            args = inputs(n, seed)
+            assert_same_tensor(artifact(*args), select(*args))
+    assert calls == {"fused": 3, "unfused": 0}
+
+
+def test_a_real_module_with_parameters_that_require_grad():
+    class Confident(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.score = torch.nn.Linear(16, 1)
+
+        def forward(self, x):
+            s = self.score(x).squeeze(-1)
+            return torch.nonzero(torch.sigmoid(s) > 0.6), torch.masked_select(s, s < -0.3)
+
+    torch.manual_seed(0)
+    model = Confident().to(DEVICE)
+    assert all(p.requires_grad for p in model.parameters())
+    artifact = ifx.compile(model, torch.randn(3 * BLOCK, 16, device=DEVICE), dynamic=True)
+    with counting() as calls:
+        for rows in (3 * BLOCK, 5, 1):
+            x = torch.randn(rows, 16, device=DEVICE)
+            with torch.no_grad():
+                expected = model(x)
+            got = artifact(x)
+            assert_same_tensor(got[0], expected[0])
+            torch.testing.assert_close(got[1], expected[1])
+    assert calls["unfused"] == 0 and calls["fused"] >= 3
+
+
+def test_what_it_cannot_prove_equal_runs_as_the_graph_does():
+    def mask_read_twice(x):
+        m = x > 0.5
+        return torch.nonzero(m), m.sum()
+
+    def rows_of_a_matrix(x):
+        return torch.nonzero(x > 0.5)
+
+    def broadcast_values(v, k):
+        return torch.masked_select(v, k > 0)
+
+    x = kept(3 * BLOCK + 5, 800)
+    for program, args in (
+        (mask_read_twice, (x,)),
+        (rows_of_a_matrix, (x[: 3 * BLOCK].view(3, BLOCK),)),
+    ):
+        artifact = ifx.compile(program, *args, dynamic=True)
+        assert not fused_nodes(artifact)
+        for other in (args, tuple(a[..., :7].contiguous() for a in args)):
+            got, expected = artifact(*other), program(*other)
+            torch.testing.assert_close(got, expected)
+    # Values broadcast against the predicate: fused when lowered, unfused at run time.
+    v, k = torch.randn(BLOCK, device=DEVICE), torch.randn(3, BLOCK, device=DEVICE)
+    artifact = ifx.compile(broadcast_values, v, k, dynamic=True)
+    with counting() as calls:
+        for args in ((v, k), (v[:5], k[:, :5].contiguous()), (v[:1], k[:, :1].contiguous())):
+            assert_same_tensor(artifact(*args), broadcast_values(*args))
+    assert calls["fused"] == 3
+
+
+def test_through_torch_compile_and_after_a_warm_start():
+    def program(x):
+        return torch.nonzero(x > 0.5) * 2 + 1
+
+    with counting() as calls:
+        for _ in range(2):  # the second compile is served by Inductor's caches
+            torch._dynamo.reset()
+            compiled = torch.compile(program, dynamic=True, fullgraph=True)
+            for n, count in ((3 * BLOCK + 5, 600), (40, 3)):
+                x = kept(n, count, seed=count)
+                # Inductor's own layout for the product's column of one (as unfused).
+                torch.testing.assert_close(compiled(x), program(x), rtol=0, atol=0)
+    assert calls == {"fused": 4, "unfused": 0}
+
+
+KERNEL = """
+def triton_poi_fused_gt_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), xmask)
+    tmp2 = tmp0 > 0.5
+    tl.store(out_ptr0 + (x0), tmp2, xmask)
+"""
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("tl.store(out_ptr0 + (x0), tmp2, xmask)", "tl.store(out_ptr0 + (2 * x0), tmp2, xmask)"),
+        ("tl.store(out_ptr0 + (x0), tmp2, xmask)", "tl.store(out_ptr0 + (x0), tmp2, tmp0 > 0)"),
+        (
+            "    tmp2 = tmp0 > 0.5\n",
+            "    tmp2 = tmp0 > 0.5\n    tl.store(out_ptr0 + (x0), tmp0, xmask)\n",
+        ),
+        (
+            "    tmp2 = tmp0 > 0.5\n",
+            "    tmp2 = tmp0 > 0.5\n    tl.atomic_add(in_ptr0 + (x0), tmp0, xmask)\n",
+        ),
+        ("tl.program_id(0) * XBLOCK", "tl.program_id(1) * XBLOCK"),
+        (
+            "xindex = xoffset + tl.arange(0, XBLOCK)[:]",
+            "xindex = 2 * xoffset + tl.arange(0, XBLOCK)[:]",
+        ),
+        ("tmp2 = tmp0 > 0.5", "tmp2 = tmp0 > threshold"),
+        ("    x0 = xindex\n", "    x0 = xindex\n    for i in range(2):\n        x0 = x0\n"),
+    ],
+    ids=[
+        "strided store",
+        "another mask",
+        "second store",
+        "atomic",
+        "program_id(1)",
+        "other offsets",
+        "free name",
+        "loop",
+    ],
+)
+def test_a_kernel_it_cannot_prove_is_not_fused(change):
+    assert predicate_source.fused_source(KERNEL, "out_ptr0", ["xnumel"]) is not None
+    old, new = change
+    assert old in KERNEL
+    assert predicate_source.fused_source(KERNEL.replace(old, new), "out_ptr0", ["xnumel"]) is None
