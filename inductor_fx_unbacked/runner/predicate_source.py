@@ -39,6 +39,9 @@ _HEADER = "\n".join(
         "from inductor_fx_unbacked.runner.compaction_kernels import ticket as ifx_ticket",
     ]
 )
+#: Calls that may stand alone as statements: element by element, whichever program
+#: takes an element (Inductor's bounds checks of indirect indices among them).
+_ELEMENTWISE_CALLS = ("tl.store", "tl.device_assert")
 #: The statements that give each program its elements, as Inductor writes them.
 _OFFSETS = {
     ast.dump(ast.parse(text).body[0])
@@ -142,10 +145,10 @@ def _mentions(statement: ast.stmt, name: str) -> bool:
 
 
 def _straight_line(body: list[ast.stmt], params: list[str]) -> bool:
-    """Whether ``body`` is straight-line assignments, each of a new name, and stores
-    (element by element: the elements a program takes change nothing), reads only
-    parameters, its own names and Inductor's modules, and gives programs their
-    elements by ``program_id(0)`` alone."""
+    """Whether ``body`` is straight-line assignments, each of a new name, stores and
+    bounds checks (element by element: the elements a program takes change
+    nothing), reads only parameters, its own names and Inductor's modules, and
+    gives programs their elements by ``program_id(0)`` alone."""
     assigned: set[str] = set()
     for statement in body:
         if isinstance(statement, ast.Assign):
@@ -153,7 +156,7 @@ def _straight_line(body: list[ast.stmt], params: list[str]) -> bool:
             if not isinstance(target, ast.Name) or target.id in assigned or target.id in params:
                 return False
             value = statement.value
-        elif isinstance(statement, ast.Expr) and _called(statement.value) == "tl.store":
+        elif isinstance(statement, ast.Expr) and _called(statement.value) in _ELEMENTWISE_CALLS:
             value = statement.value
         else:
             return False
@@ -172,7 +175,7 @@ def _straight_line(body: list[ast.stmt], params: list[str]) -> bool:
                 return False
             if name == "tl.program_id" and ast.unparse(node) != "tl.program_id(0)":
                 return False
-            if name == "tl.store" and node is not value:
+            if name in _ELEMENTWISE_CALLS and node is not value:
                 return False
         if isinstance(statement, ast.Assign):
             assigned.add(statement.targets[0].id)

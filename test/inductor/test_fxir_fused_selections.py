@@ -198,6 +198,38 @@ def test_a_real_module_with_parameters_that_require_grad():
     assert calls["unfused"] == 0 and calls["fused"] >= 3
 
 
+def test_a_predicate_of_gathered_values_with_bounds_checks():
+    """PyG's ``subgraph``: a predicate that gathers by indices (Inductor checks their
+    bounds in the kernel), read by two selections that share one ``nonzero``."""
+
+    def edges_between_kept_nodes(edge_index, edge_weight, node_mask):
+        edge_mask = node_mask[edge_index[0]] & node_mask[edge_index[1]]
+        return edge_index[:, edge_mask], edge_weight[edge_mask]
+
+    def inputs(nodes, edges, kept, seed):
+        g = torch.Generator().manual_seed(seed)
+        edge_index = torch.randint(0, nodes, (2, edges), generator=g)
+        weight = torch.rand(edges, generator=g)
+        return tuple(
+            t.to(DEVICE) for t in (edge_index, weight, torch.rand(nodes, generator=g) < kept)
+        )
+
+    artifact = ifx.compile(
+        edges_between_kept_nodes, *inputs(500, 3 * BLOCK + 5, 0.7, 0), dynamic=True
+    )
+    assert len(fused_nodes(artifact)) == 1
+    with counting() as calls:
+        for args in (
+            inputs(500, 3 * BLOCK + 5, 0.4, 1),
+            inputs(40, 9, 0.0, 2),
+            inputs(40, 9, 1.0, 3),
+        ):
+            got, expected = artifact(*args), edges_between_kept_nodes(*args)
+            # Inductor's own layouts for the gathered columns (as unfused).
+            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert calls == {"fused": 3, "unfused": 0}
+
+
 def test_what_it_cannot_prove_equal_runs_as_the_graph_does():
     def mask_read_twice(x):
         m = x > 0.5
