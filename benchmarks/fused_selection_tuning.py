@@ -63,12 +63,28 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked.runner import compaction, fused_selections
 
     quick = args.quick or device == "cpu"
-    if device == "cpu":
-        compaction.INTERPRETED = True
+    saved = (compaction.INTERPRETED, fused_selections.ENABLED)
+    saved += (fused_selections.BLOCK, fused_selections.NUM_WARPS)
+    # The runner's kernels in Triton's interpreter on CPU (as the tests run them).
+    compaction.INTERPRETED = device == "cpu"
+    try:
+        report = sweep(args, device, quick)
+    finally:
+        compaction.INTERPRETED, fused_selections.ENABLED = saved[:2]
+        fused_selections.BLOCK, fused_selections.NUM_WARPS = saved[2:]
+    print(report.text)
+    return 0
+
+
+def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
+    import torch
+
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked.runner import fused_selections
+
     sizes = (3 * 2048 + 5,) if quick else tuple(args.sizes)
     shapes = list(itertools.product(BLOCKS[:2] if quick else BLOCKS, WARPS[:1] if quick else WARPS))
     calls = 2 if quick else args.calls
@@ -83,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     best: list[str] = []
-    block, warps = fused_selections.BLOCK, fused_selections.NUM_WARPS
     for n in sizes:
         x = torch.randn(n, generator=torch.Generator().manual_seed(n)).to(device)
         for fn in (nonzero_above, select_large):
@@ -113,10 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         del x
         if device == "cuda":
             torch.cuda.empty_cache()
-    fused_selections.BLOCK, fused_selections.NUM_WARPS = block, warps
     report.add("", "## Summary", "", *best)
-    print(report.text)
-    return 0
+    return report
 
 
 if __name__ == "__main__":

@@ -242,6 +242,20 @@ def test_the_compaction_benchmark_checks_and_times_each_way(tmp_path):
             assert re.search(rf"^\| {program}: {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M)
 
 
+@pytest.mark.full
+def test_the_fused_selection_sweep_checks_each_shape_against_eager(tmp_path):
+    from benchmarks import fused_selection_tuning
+
+    out = tmp_path / "fused.md"
+    with dynamo_options_put_back():
+        assert fused_selection_tuning.main(["--device", DEVICE, "--quick", "--out", str(out)]) == 0
+    report = out.read_text()
+    for program in ("nonzero_above", "select_large"):
+        for way in ("eager", "unfused", "fused 1024/4", "fused 2048/4"):
+            assert re.search(rf"^\| {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M), report
+        assert re.search(rf"^best_{program}_\d+: .+ [0-9.]+ \(\d+ GB/s\)$", report, re.M), report
+
+
 def fuzzer_report(path, first, programs, mismatches, commit):
     path.write_text(
         f"# Differential fuzzer\n\n- Code: commit {commit} of this repository.\n\n"
