@@ -252,11 +252,13 @@ def select_tail(
     BLOCK: tl.constexpr,
     VALUES: tl.constexpr,
     WINDOW: tl.constexpr,
+    STORED: tl.constexpr,
 ):
     """Write the elements of ``block`` that ``keep`` keeps, in order, at the sum of the
     counts of the blocks before it plus their rank: their indices (``nonzero``), or
     with ``VALUES`` the values at them (``masked_select``). The last block writes the
-    total at ``work[blocks + 1]``."""
+    total at ``work[blocks + 1]``. ``STORED``: the kernel stored other buffers before
+    (the values among them, maybe), which this block's threads then see."""
     offsets = block.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     keep = (keep != 0) & (offsets < n)
     count = tl.sum(keep.to(tl.int32), axis=0).to(tl.int64)
@@ -272,6 +274,8 @@ def select_tail(
     # The rank in int32, as in ``kept_and_places``.
     place = exclusive + (tl.cumsum(keep.to(tl.int32), axis=0) - 1).to(tl.int64)
     if VALUES:
+        if STORED:
+            tl.debug_barrier()
         tl.store(out_ptr + place, tl.load(values_ptr + offsets, mask=keep), mask=keep)
     else:
         tl.store(out_ptr + place, offsets, mask=keep)

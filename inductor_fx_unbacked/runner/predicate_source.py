@@ -100,9 +100,11 @@ def fused_source(src: str, mask_param: str, scalars: list[str]) -> str | None:
         for p in ("XBLOCK", "VALUES", "WINDOW")
     ]
     start = ast.parse("ifx_block = ifx_ticket(ifx_work, ifx_blocks)").body
+    # The tail reads values that the kernel may have just stored, from other threads.
+    other_stores = any(_called(s.value) == "tl.store" for s in body if isinstance(s, ast.Expr))
     tail = ast.parse(
         "ifx_select_tail(ifx_keep, ifx_block, ifx_n, ifx_work, ifx_blocks, ifx_values, ifx_out,"
-        " XBLOCK, VALUES, WINDOW)"
+        f" XBLOCK, VALUES, WINDOW, {other_stores})"
     ).body
     fn.body = [*start, *body, *tail]
     unspecialised = [p for p in inputs if p in scalars] + ["ifx_blocks", "ifx_n"]

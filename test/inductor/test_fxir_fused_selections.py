@@ -111,7 +111,8 @@ def test_a_selection_by_a_predicate_is_one_kernel_and_equals_eager(program):
     operators = {aten.nonzero.default, aten.masked_select.default}
     assert [n for n in graph.nodes if n.target in operators], artifact.graph.code
     (fused,) = fused_nodes(artifact)
-    assert "tl.store" not in fused.source.split("def ", 1)[1].split("ifx_select_tail")[0]
+    # The predicate is computed, never stored; nothing else is stored.
+    assert "tl.store" not in fused.source and "WINDOW, False)" in fused.source, fused.source
     with counting() as calls:
         for n, count in CASES:
             x = kept(n, count, seed=n + count)
@@ -196,6 +197,26 @@ def test_a_real_module_with_parameters_that_require_grad():
             assert_same_tensor(got[0], expected[0])
             torch.testing.assert_close(got[1], expected[1])
     assert calls["unfused"] == 0 and calls["fused"] >= 3
+
+
+def test_values_that_the_predicate_kernel_computes_too():
+    """``y = x * 2 - 1; y.masked_select(y > 0)``: Inductor's kernel stores ``y`` and the
+    predicate; the fused kernel still stores ``y``, then reads the kept values of it
+    (after a barrier: other threads stored them)."""
+
+    def select_computed(x):
+        y = x * 2 - 1
+        return y.masked_select(y > 0), y
+
+    artifact = ifx.compile(select_computed, kept(3 * BLOCK + 5, 700), dynamic=True)
+    (fused,) = fused_nodes(artifact)
+    assert "tl.store" in fused.source and "WINDOW, True)" in fused.source, fused.source
+    with counting() as calls:
+        for n, count in CASES:
+            x = kept(n, count, seed=n + count)
+            for got, expected in zip(artifact(x), select_computed(x)):
+                assert_same_tensor(got, expected)
+    assert calls == {"fused": len(CASES), "unfused": 0}
 
 
 def test_a_predicate_of_gathered_values_with_bounds_checks():
