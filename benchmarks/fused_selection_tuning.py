@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=None)
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
+    parser.add_argument("--blocks", type=int, nargs="+", default=BLOCKS)
+    parser.add_argument("--warps", type=int, nargs="+", default=WARPS)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--out", default=None)
     parser.add_argument("--quick", action="store_true")
@@ -86,7 +88,8 @@ def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
     from inductor_fx_unbacked.runner import fused_selections
 
     sizes = (3 * 2048 + 5,) if quick else tuple(args.sizes)
-    shapes = list(itertools.product(BLOCKS[:2] if quick else BLOCKS, WARPS[:1] if quick else WARPS))
+    blocks, warps = tuple(args.blocks), tuple(args.warps)
+    shapes = list(itertools.product(blocks[:2] if quick else blocks, warps[:1] if quick else warps))
     calls = 2 if quick else args.calls
     report = harness.Report(
         args.out,
