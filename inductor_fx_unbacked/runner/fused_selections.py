@@ -6,7 +6,7 @@ compaction that reads it (``compaction.py``): the predicate is written and read
 twice, and each compaction pass reads its input again. At 64M elements that is
 several times the bytes the selection needs: the input once, the result once.
 
-:func:`fuse` lowers such a pair into one call of a kernel made from the
+:func:`fuse` lowers such a pair (where :data:`ENABLED`) into one call of a kernel made from the
 predicate's own: its body up to the store of the predicate, then
 ``compaction_kernels.select_tail``, which counts the block's kept elements, learns
 the count before the block from the blocks before it (decoupled look-back) and
@@ -54,8 +54,11 @@ from .predicate_source import PREFIX, fused_source
 aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 
-#: Whether lowering fuses selections (the tests turn it off to reach the compactions).
-ENABLED = True
+#: Whether lowering fuses selections: off until the kernel has run on a GPU (its
+#: look-back orders programs by atomics, which Triton's interpreter runs one after
+#: another). The tests and ``benchmarks.fused_selection_tuning`` turn it on; set it
+#: before compiling to use it.
+ENABLED = False
 #: Elements per program of a fused selection.
 BLOCK = 2048
 #: Status words each look-back step reads.

@@ -157,7 +157,7 @@ def test_negative_repeats_raise_the_operators_error():
 
 @pytest.mark.parametrize("name", ["P1", "P6", "P7", "P8"])
 def test_programs_run_the_kernels_and_keep_the_operators_in_the_graph(name, monkeypatch):
-    # Selections by a predicate kernel just before are fused (test_fxir_fused_selections).
+    # The compactions themselves: fusion off, as by default (test_fxir_fused_selections).
     monkeypatch.setattr(fused_selections, "ENABLED", False)
     program = BY_NAME[name]
     inputs = program.inputs(DEVICE, 3 * BLOCK + 5)

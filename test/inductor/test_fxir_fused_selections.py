@@ -29,6 +29,7 @@ def kernels_run():
     with contextlib.ExitStack() as stack:
         stack.enter_context(ifx.fx_backend(DEVICE))
         stack.enter_context(mock.patch.object(compaction, "INTERPRETED", True))
+        stack.enter_context(mock.patch.object(fused_selections, "ENABLED", True))
         yield
 
 
