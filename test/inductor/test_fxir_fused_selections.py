@@ -11,6 +11,11 @@ graph says. On CPU the kernels run in Triton's interpreter (``INTERPRETED``).
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -20,6 +25,7 @@ import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.runner import compaction, fused_selections, predicate_source
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK = fused_selections.BLOCK
 aten = torch.ops.aten
 
@@ -346,3 +352,71 @@ def test_a_kernel_it_cannot_prove_is_not_fused(change):
     old, new = change
     assert old in KERNEL
     assert predicate_source.fused_source(KERNEL.replace(old, new), "out_ptr0", ["xnumel"]) is None
+
+
+_COMPILE_FOR_A_GPU = """
+import importlib.util, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+compiled = []
+for index, (path, values_type) in enumerate(json.loads(sys.argv[1])):
+    spec = importlib.util.spec_from_file_location(f"fused_{index}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (fn,) = (v for k, v in vars(module).items() if k.startswith("ifx_fused_"))
+    constants = {"XBLOCK": 2048, "VALUES": values_type != "*i64", "WINDOW": 32}
+    signature = {}
+    for name in fn.arg_names:
+        if name in constants:
+            signature[name] = "constexpr"
+        elif name in ("ifx_values", "ifx_out"):
+            signature[name] = values_type
+        elif name == "ifx_work":
+            signature[name] = "*i64"
+        elif "ptr" in name:
+            signature[name] = "*fp32"
+        else:
+            signature[name] = "i32"
+    source = ASTSource(fn, signature, constexprs=constants)
+    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    compiled.append(sorted(kernel.asm))
+print(json.dumps(compiled))
+"""
+
+
+@pytest.mark.full
+@pytest.mark.skipif(DEVICE == "cuda", reason="a GPU runs the kernels themselves")
+def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
+    """CI has no GPU, and Triton's interpreter checks no types: Triton's compiler
+    (with its ptxas) compiles each form of the fused kernel for an H100 here, in a
+    process without the interpreter."""
+    pytest.importorskip("triton.backends.nvidia")
+
+    def select_computed(x):
+        y = x * 2 - 1
+        return y.masked_select(y > 0), y
+
+    forms = []
+    for program, values_type in (
+        (nonzero_above, "*i64"),
+        (select_large, "*fp32"),
+        (select_computed, "*fp32"),
+    ):
+        (fused,) = fused_nodes(ifx.compile(program, kept(3 * BLOCK + 5, 700), dynamic=True))
+        path = tmp_path / f"{program.__name__}.py"
+        path.write_text(fused.source)
+        forms.append((str(path), values_type))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_FOR_A_GPU, json.dumps(forms)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    compiled = json.loads(done.stdout.splitlines()[-1])
+    assert len(compiled) == 3 and all("cubin" in asm for asm in compiled), compiled
