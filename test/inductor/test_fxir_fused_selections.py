@@ -20,9 +20,12 @@ from unittest import mock
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import inductor_fx_unbacked as ifx
 from inductor_fx_unbacked.runner import compaction, fused_selections, predicate_source
+from inductor_fx_unbacked.runner.compaction_kernels import look_back
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROOT = Path(__file__).resolve().parents[2]
@@ -420,3 +423,41 @@ def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     compiled = json.loads(done.stdout.splitlines()[-1])
     assert len(compiled) == 3 and all("cubin" in asm for asm in compiled), compiled
+
+
+@triton.jit
+def look_back_of(work_ptr, blocks_ptr, out_ptr, WINDOW: tl.constexpr):
+    """What ``look_back`` sums for each block of ``blocks``."""
+    block = tl.load(blocks_ptr + tl.program_id(0))
+    tl.store(out_ptr + tl.program_id(0), look_back(work_ptr, block, WINDOW))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_look_back_sums_counts_up_to_the_nearest_prefix(seed):
+    """On a GPU a block looks back at blocks still running: some have published only
+    their count (an aggregate), some their inclusive prefix, some nothing yet. The
+    interpreter runs blocks one after another, so every block finds its predecessor's
+    prefix there; this runs ``look_back`` on status words written as a GPU can leave
+    them, for each block whose look-back can end (no empty word before the nearest
+    prefix), and checks the sum of the counts before it."""
+    g = torch.Generator().manual_seed(seed)
+    n = 300
+    counts = torch.randint(0, 5000, (n,), generator=g)
+    inclusive = counts.cumsum(0)
+    kind = torch.multinomial(torch.tensor([0.02, 0.88, 0.1]), n, replacement=True, generator=g)
+    kind[0] = 2  # block 0 always publishes its prefix at once
+    kind[149], kind[150:260] = 2, 1  # a prefix, then more aggregates than three windows
+    words = torch.where(kind == 2, inclusive, torch.where(kind == 1, counts, 0)) | (kind << 60)
+    ending, expected = [], []
+    for block in range(1, n):
+        before = block - 1
+        while kind[before] == 1:
+            before -= 1
+        if kind[before] == 2:
+            ending.append(block)
+            expected.append(int(inclusive[block - 1]))
+    assert len(ending) > 50 and any(b > 262 for b in ending)
+    blocks = torch.tensor(ending, dtype=torch.int64).to(DEVICE)
+    out = torch.zeros(len(ending), dtype=torch.int64, device=DEVICE)
+    look_back_of[(len(ending),)](words.to(DEVICE), blocks, out, WINDOW=fused_selections.WINDOW)
+    assert out.tolist() == expected
