@@ -398,6 +398,16 @@ def standalone(source: str, mode: str, comment: str) -> str:
 # -- worker processes -----------------------------------------------------------------
 
 
+def use_runner_kernels() -> None:
+    """The runner's own kernels where the tests run them: its compactions in Triton's
+    interpreter too (``compaction.INTERPRETED``), and the fused selections, off by
+    default (``fused_selections.ENABLED``)."""
+    from inductor_fx_unbacked.runner import compaction, fused_selections
+
+    compaction.INTERPRETED = True
+    fused_selections.ENABLED = True
+
+
 def worker(device: str) -> None:
     """Read seeds from stdin, one per line; print one result line per seed."""
     import torch
@@ -442,9 +452,13 @@ class Pool:
     #: there as ``alone``: a failure that only a worker which compiled other
     #: programs first shows is state that one compile leaves to another.
     rerun_failures: bool = False
+    #: Workers run with the runner's own kernels where the tests run them: the
+    #: compactions in Triton's interpreter on CPU, and fused selections
+    #: (``use_runner_kernels``).
+    runner_kernels: bool = False
 
     def _alone(self, seed: int) -> str:
-        fresh = _Worker(self.device)
+        fresh = _Worker(self.device, self.runner_kernels)
         try:
             record = fresh.run(seed, self.program_timeout_s, None)
         finally:
@@ -468,7 +482,7 @@ class Pool:
             try:
                 while (seed := next_seed()) is not None:
                     if process is None:
-                        process = _Worker(self.device)
+                        process = _Worker(self.device, self.runner_kernels)
                     record = process.run(seed, self.program_timeout_s, self.deadline)
                     if record is None:  # the deadline passed mid-program: not counted
                         break
@@ -498,7 +512,7 @@ class Pool:
 class _Worker:
     """One worker process, its result lines read by a thread into a queue."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, runner_kernels: bool = False) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -506,7 +520,14 @@ class _Worker:
             env["TRITON_INTERPRET"] = "1"
         self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "fuzz_runner.py"), "--worker", "--device", device],
+            [
+                sys.executable,
+                str(HERE / "fuzz_runner.py"),
+                "--worker",
+                "--device",
+                device,
+                *(["--runner-kernels"] if runner_kernels else []),
+            ],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -591,6 +612,11 @@ def main() -> None:
         help="with --seed: run these programs first, in this process (a worker's history)",
     )
     parser.add_argument("--device", default=None)
+    parser.add_argument(
+        "--runner-kernels",
+        action="store_true",
+        help="the runner's own kernels (use_runner_kernels)",
+    )
     args = parser.parse_args()
     import torch
 
@@ -598,6 +624,8 @@ def main() -> None:
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     sys.path.insert(0, str(ROOT))
+    if args.runner_kernels:
+        use_runner_kernels()
     if args.worker:
         worker(device)
         return

@@ -143,6 +143,24 @@ def test_fixed_seeds_compile_to_what_eager_computes_or_are_refused():
         )
 
 
+#: A seed of each family whose program reaches a fused selection (found with fusion on,
+#: 2026-12-07, CPU): run with the runner's own kernels, which a GPU runs anyway. The
+#: fuzzer's inputs fit one block; test_fxir_fused_selections covers several.
+FUSED_SEEDS = (52016, 52022, 52029, 52000, 52002, 52007, 52121, 52004)
+
+
+@pytest.mark.full
+def test_seeds_that_reach_fused_selections_run_through_the_runners_kernels():
+    pool = Pool(DEVICE, workers=1, program_timeout_s=300, runner_kernels=True)
+    failures = [
+        repro_text(record, generate(record["seed"]).source)
+        for record in pool.run(FUSED_SEEDS)
+        if verdict(record) in ("crash", "mismatch", "skipped")
+    ]
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
+
+
 def test_a_record_names_the_programs_its_worker_ran_before_and_a_rerun_runs_alone():
     """What a failure that only shows after other compiles needs to be replayed."""
     pool = Pool(DEVICE, workers=1, program_timeout_s=300)
