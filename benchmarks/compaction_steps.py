@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     call = c._Call(x)
     work = call.empty((blocks + 1,), (1,), torch.int64)
     ticket = torch.zeros(1, dtype=torch.int64, device="cuda")
-    launch = c._COMPILED["count_nonzero", call.key]
+    kernel, constexprs = c._kernels()["count_nonzero"]
+    launch = c._COMPILED[(kernel, call.key, *constexprs.values())]
     static = launch.__closure__ is not None and any(
         "Static" in type(cell.cell_contents).__name__ for cell in launch.__closure__
     )

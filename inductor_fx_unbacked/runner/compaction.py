@@ -92,8 +92,8 @@ INTERPRETED = False
 
 
 @functools.cache
-def _kernels() -> dict[str, Any]:
-    """The kernels by name, imported when first asked for (``compaction_kernels``)."""
+def _kernels() -> dict[str, tuple[Any, dict[str, int]]]:
+    """Kernel and constexprs (its last parameters) by name, imported on first use."""
     from . import compaction_kernels as k
 
     kernels = (
@@ -110,18 +110,19 @@ def _kernels() -> dict[str, Any]:
         k.distinct_places,
         k.inverse_indices,
     )
-    return {kernel.__name__: kernel for kernel in kernels}
+    return {
+        kernel.__name__: (kernel, {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS})
+        for kernel in kernels
+    }
 
 
 _CONSTEXPRS = {"BLOCK": BLOCK, "CHUNK": CHUNK, "LONGEST": LONGEST_REPEAT}
-#: Launch options among a kernel's constexprs (``num_warps``): compile options, not
-#: arguments of the compiled kernel.
+#: Compile options among the constexprs, which the compiled kernel does not take.
 _OPTIONS = frozenset({"num_warps", "num_stages"})
 
 
 class _CompiledKernels(dict[tuple[Any, ...], Callable[..., None]]):
-    """(kernel, (device, dtypes, alignment), *constexprs) -> how to launch the compiled
-    kernel.
+    """(kernel, ``_Call.key``, *constexprs) -> how to launch the compiled kernel.
 
     Inductor's ``fresh_cache()`` forgets it (``clear_on_fresh_cache``), together
     with the compiles that Triton's JIT keeps in memory, so that the kernels
@@ -132,7 +133,7 @@ class _CompiledKernels(dict[tuple[Any, ...], Callable[..., None]]):
     def cache_clear(self) -> None:
         kernels = {key[0] for key in self}
         if _kernels.cache_info().currsize:
-            kernels.update(_kernels().values())
+            kernels.update(kernel for kernel, _ in _kernels().values())
         self.clear()
         for kernel in kernels:
             caches = getattr(kernel, "device_caches", None)  # not in the interpreter
@@ -170,14 +171,16 @@ class _Call:
             return torch.empty_strided(size, stride, dtype=dtype, device=self.device)
         return allocate(size, stride, dtype)
 
-    def launch(self, name: str, blocks: int, *args: Any) -> None:
-        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``, the constexprs (the last
-        parameters of every kernel) in their order."""
-        kernel = _kernels()[name]
-        constexprs = {k: _CONSTEXPRS[k] for k in kernel.arg_names if k in _CONSTEXPRS}
-        self.run(kernel, blocks, args, constexprs)
+    def nonzero_strides(self, total: int) -> tuple[int, int]:
+        """``nonzero``'s strides: a (1, total) buffer, transposed (CUDA's of an empty one
+        are a (1, 1) buffer's)."""
+        return (1, max(total, 1) if self.stream is not None else total)
 
-    def run(self, kernel: Any, blocks: int, args: tuple[Any, ...], constexprs: dict) -> None:
+    def launch(self, name: str, blocks: int, *args: Any) -> None:
+        """``kernels[name][(blocks,)](*args, BLOCK=BLOCK, ...)``."""
+        self.run(*_kernels()[name], blocks, args)
+
+    def run(self, kernel: Any, constexprs: dict, blocks: int, args: tuple[Any, ...]) -> None:
         """``kernel[(blocks,)](*args, **constexprs)``, launched through Inductor's static
         launcher (or Triton's own, where that cannot launch it). The first call of
         each key in a process loads the kernel from the runner's store
@@ -314,10 +317,7 @@ def nonzero(x: torch.Tensor) -> torch.Tensor:
         return aten.nonzero.default(x)
     call = _Call(x)
     work, blocks, total = _starts(call, "count_nonzero", x)
-    # The operator's layout: a (1, total) buffer, transposed (CUDA's strides of an
-    # empty one are those of a (1, 1) buffer).
-    stride = max(total, 1) if call.stream is not None else total
-    out = call.empty((total, 1), (1, stride), torch.int64)
+    out = call.empty((total, 1), call.nonzero_strides(total), torch.int64)
     if total:
         call.launch("nonzero_indices", blocks, x, work, out, x.numel())
     return out

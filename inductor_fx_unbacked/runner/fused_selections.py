@@ -248,12 +248,12 @@ class FusedSelection:
         if call.stream is not None:
             constexprs["num_warps"] = NUM_WARPS
         selected = values if values is not None else out
-        call.run(self.kernel, blocks, (*inputs, work, blocks, n, selected, out), constexprs)
+        call.run(self.kernel, constexprs, blocks, (*inputs, work, blocks, n, selected, out))
         (total,) = compaction._read(work, blocks + 1, 1)
         if values is not None:
             return out[:total]
-        # ``nonzero``'s layout (``compaction.nonzero``), at the start of ``out``.
-        return out.as_strided((total, 1), (1, max(total, 1) if call.stream is not None else total))
+        # ``nonzero``'s layout, at the start of ``out``.
+        return out.as_strided((total, 1), call.nonzero_strides(total))
 
     def _covered(self, size: tuple[int, ...], values: Any, n: int) -> bool:
         if not compaction.runs_kernels(self.device) or not 0 < n < compaction._LIMIT:

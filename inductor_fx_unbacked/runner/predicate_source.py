@@ -119,7 +119,7 @@ def _stored_predicate(statement: ast.stmt, mask_param: str, body: list[ast.stmt]
     at the contiguous index (``xindex``, or a name assigned ``xindex``), under
     ``xmask`` or none."""
     call = statement.value if isinstance(statement, ast.Expr) else None
-    if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "tl.store"):
+    if call is None or _called(call) != "tl.store":
         return None
     if call.keywords or len(call.args) not in (2, 3):
         return None

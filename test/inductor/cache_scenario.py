@@ -230,7 +230,7 @@ def _runner_jit_compiles() -> int:
         return 0
     return sum(
         len(caches[0])
-        for kernel in compaction._kernels().values()
+        for kernel, _ in compaction._kernels().values()
         for caches in getattr(kernel, "device_caches", {}).values()
     )
 

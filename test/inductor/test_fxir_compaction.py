@@ -355,10 +355,11 @@ def stored_kernels(inductor_dir: Path) -> list[Path]:
 
 NEW_PROCESS_NONZERO = """
 import json, torch
-from inductor_fx_unbacked.runner import compaction, fused_selections
+from inductor_fx_unbacked.runner import compaction
 mask = torch.rand(3 * compaction.BLOCK + 5, device="cuda") < 0.5
 same = torch.equal(compaction.nonzero(mask), torch.nonzero(mask))
-compiled = sum(len(c[0]) for k in compaction._kernels().values() for c in k.device_caches.values())
+kernels = [k for k, _ in compaction._kernels().values()]
+compiled = sum(len(c[0]) for k in kernels for c in k.device_caches.values())
 print(json.dumps({"same": same, "jit_compiles": compiled}))
 """
 
@@ -571,7 +572,7 @@ def test_calls_on_two_streams_at_once_each_count_their_own():
 
 FAILED_CAPTURE = """
 import json, torch
-from inductor_fx_unbacked.runner import compaction, fused_selections
+from inductor_fx_unbacked.runner import compaction
 g = torch.Generator(device="cuda").manual_seed(10)
 masks = [torch.rand(5 * compaction.BLOCK + 1, device="cuda", generator=g) < k for k in (0.2, 0.7)]
 compaction.nonzero(masks[0])  # compiled before the capture

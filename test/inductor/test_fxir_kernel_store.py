@@ -86,7 +86,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a G
 
 
 def count_nonzero_key():
-    kernel = compaction._kernels()["count_nonzero"]
+    kernel, _ = compaction._kernels()["count_nonzero"]
     constexprs = {"BLOCK": compaction.BLOCK, "CHUNK": compaction.CHUNK}
     return kernel_store.entry_key(kernel, ((torch.bool,), (True,)), constexprs, 0)
 
