@@ -54,16 +54,20 @@ from .predicate_source import PREFIX, fused_source
 aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 
-#: Whether lowering fuses selections: off until the kernel has run on a GPU (its
-#: look-back orders programs by atomics, which Triton's interpreter runs one after
-#: another). The tests and ``benchmarks.fused_selection_tuning`` turn it on; set it
-#: before compiling to use it.
+#: Whether lowering fuses selections: off by default. On an H100 the fused kernel
+#: takes 0.53 to 0.91 of eager's time for ``masked_select`` (the unfused runner 0.66
+#: to 0.98) and 0.95 to 1.26 for ``nonzero`` (unfused 1.02 to 1.32) from 4M to 256M
+#: elements, but in the realistic programs it lost at 64M and won at 256M
+#: (``results/2026-12-07-h100-fused-selection-6ed36af.md``): not a win to turn on
+#: for everyone. The tests and ``benchmarks.fused_selection_tuning`` turn it on;
+#: set it before compiling to use it.
 ENABLED = False
-#: Elements per program of a fused selection.
-BLOCK = 2048
+#: Elements per program and warps of a fused selection: the fastest shape of the
+#: H100 sweep at most sizes (more warps or smaller blocks took up to twice as long).
+BLOCK = 4096
+NUM_WARPS = 4
 #: Status words each look-back step reads.
 WINDOW = 32
-NUM_WARPS = 8
 
 
 def fuse(graph: torch.fx.Graph, kernels: Any) -> None:
@@ -256,7 +260,11 @@ class FusedSelection:
         return out.as_strided((total, 1), call.nonzero_strides(total))
 
     def _covered(self, size: tuple[int, ...], values: Any, n: int) -> bool:
-        if not compaction.runs_kernels(self.device) or not 0 < n < compaction._LIMIT:
+        device = self.device
+        if device.type == "cuda" and device.index is None:
+            # The graph's ``device="cuda"``: the current device, as allocations take it.
+            device = torch.device("cuda", torch.cuda.current_device())
+        if not compaction.runs_kernels(device) or not 0 < n < compaction._LIMIT:
             return False
         if values is None:
             return True
@@ -264,7 +272,7 @@ class FusedSelection:
             tuple(values.shape) == tuple(size)
             and values.is_contiguous()
             and values.dtype in compaction._DTYPES
-            and values.device == self.device
+            and values.device == device
         )
 
     def _unfused(
