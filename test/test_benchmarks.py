@@ -345,3 +345,14 @@ def test_ranked_rows_sort_by_the_paired_ratio_and_name_the_fastest_other_way():
         "| slow | 3000.0000 | 3.000 |",
     ]
     assert (fastest, ratio) == ("fast", 0.5)
+
+
+@pytest.mark.full
+def test_the_compaction_past_largest_checks_each_result_against_atens(tmp_path):
+    from benchmarks import compaction_largest
+
+    out = tmp_path / "largest.md"
+    assert compaction_largest.main(["--device", DEVICE, "--quick", "--out", str(out)]) == 0
+    report = out.read_text()
+    assert report.count("## repeat_interleave") == 2 and report.count("## nonzero") == 1, report
+    assert len(re.findall(r"^\| (aten|runner) \| [0-9.]+ \| [0-9.]+ \|$", report, re.M)) == 6

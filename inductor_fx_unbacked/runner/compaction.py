@@ -28,9 +28,8 @@ needs no sort, for its inverse and counts either: :func:`unique` says how.
 
 An input these kernels do not cover (another rank, a non-contiguous or empty
 tensor, an explicit ``output_size``, negative repeats or one longer than
-:data:`LONGEST_REPEAT`, more than :data:`LARGEST` elements, except for
-``masked_select`` and ``unique``) goes to the operator itself, which also raises
-its own errors.
+:data:`LONGEST_REPEAT`, a ``nonzero`` of more than :data:`LARGEST` elements)
+goes to the operator itself, which also raises its own errors.
 
 The kernels are compiled on their first call for each device, dtypes and
 alignment, and stored with their binaries (``kernel_store.py``), so that later
@@ -75,14 +74,13 @@ _DTYPES = frozenset(
     }
 )
 _LIMIT = 2**31 - BLOCK
-#: The most elements ``nonzero`` and ``repeat_interleave`` take; larger inputs go
-#: to ATen's operators (``unique``, whose operator sorts, takes every size). On a
+#: The most elements ``nonzero`` takes; larger inputs go to ATen's operator. On a
 #: small input ATen's host path is most of the time and the kernels win (1M
-#: elements, H200). With int32 ranks in a block, a call at 64M and 256M elements
-#: takes 0.99 of ATen's time for ``nonzero`` and 0.66 for ``masked_select`` (H100,
-#: ``results/2026-12-05-h100-compaction-tuning-8ac2ec6.md``; with int64 ranks 1.7
-#: and 1.2): ``masked_select`` takes every size, the others gain nothing past this
-#: one.
+#: elements, H200); from 16M to 256M elements a call takes 1.18 of ATen's time
+#: (H100, ``results/2026-12-07-h100-fused-selection-c*.md``). ``masked_select``
+#: (0.66 of ATen's at 64M and 256M), ``repeat_interleave`` (0.94 of ATen's at 4M to
+#: 64M repeats of mean 4, 0.2 to 0.37 of mean 1) and ``unique`` (whose operator
+#: sorts) take every size.
 LARGEST = 1 << 22
 #: The longest repeat the runner's ``repeat_interleave`` writes (its kernel loops
 #: over a block's longest one, a whole block wide); longer ones go to ATen's.
@@ -345,7 +343,7 @@ def repeat_interleave(repeats: torch.Tensor, *, output_size: Any = None) -> torc
     """``aten.repeat_interleave.Tensor(repeats)``."""
     if output_size is not None or repeats.dtype not in (torch.int32, torch.int64):
         return aten.repeat_interleave.Tensor(repeats, output_size=output_size)
-    if not _covered(repeats):
+    if not _covered(repeats, _LIMIT):
         return aten.repeat_interleave.Tensor(repeats)
     call = _Call(repeats)
     work, blocks, total = _starts(call, "sum_repeats", repeats)
