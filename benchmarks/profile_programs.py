@@ -139,24 +139,29 @@ def code_log(directory: Path, name: str) -> logging.Handler:
 
 
 def base_backend(backend: str) -> str:
-    return backend.removesuffix("-nosplit").removesuffix("-specialised")
+    return backend.removesuffix("-nosplit").removesuffix("-specialised").removesuffix("-fused")
 
 
 @contextlib.contextmanager
 def context(backend: str) -> Any:
     """``data_dependent``'s backends, ``<backend>-nosplit``: that backend with
-    Inductor's ``split_reductions`` off, and ``direct-specialised``: the direct call
-    traced without ``backed_size_oblivious`` (sizes 0 and 1 specialised)."""
+    Inductor's ``split_reductions`` off, ``direct-specialised``: the direct call
+    traced without ``backed_size_oblivious`` (sizes 0 and 1 specialised), and
+    ``<backend>-fused``: that backend with the runner's fused selections on
+    (``runner/fused_selections.py``)."""
     from unittest import mock
 
     from torch._inductor import config
 
     from inductor_fx_unbacked.integration import direct
+    from inductor_fx_unbacked.runner import fused_selections
 
     base = base_backend(backend)
     with contextlib.ExitStack() as stack:
         if backend.endswith("-nosplit"):
             stack.enter_context(config.patch(split_reductions=False))
+        if backend.endswith("-fused"):
+            stack.enter_context(mock.patch.object(fused_selections, "ENABLED", True))
         if backend.endswith("-specialised"):
             traced = functools.partial(direct._traced, size_oblivious=False)
             stack.enter_context(mock.patch.object(direct, "_traced", traced))
