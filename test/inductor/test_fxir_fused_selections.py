@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
@@ -481,3 +482,27 @@ def test_thousands_of_concurrent_blocks_place_every_element():
                     g2 = (x - 0.5) * 4
                     assert_same_tensor(masked(g2), select_large(g2))
     assert calls == {"fused": 60, "unfused": 0}
+
+
+def test_the_graphs_cuda_device_is_the_current_one(monkeypatch):
+    """The graph allocates on ``device="cuda"``, no index: the current device, as the
+    allocation takes it. Compared with a tensor's ``cuda:0`` as it is, no call ever
+    fused on a GPU (the GPU tests above count fused calls; CI has no GPU, so this
+    checks the device the call asks about)."""
+    asked = []
+    monkeypatch.setattr(compaction, "runs_kernels", lambda device: not asked.append(device))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    names = ("in_ptr0", "out_ptr0")
+    fused = fused_selections.FusedSelection("", True, None, names, 1024, torch.device("cuda"))
+
+    def values(index):
+        return SimpleNamespace(
+            shape=(10,),
+            dtype=torch.float32,
+            device=torch.device("cuda", index),
+            is_contiguous=lambda: True,
+        )
+
+    assert fused._covered((10,), values(3), 10)
+    assert not fused._covered((10,), values(0), 10)
+    assert asked == [torch.device("cuda", 3)] * 2
