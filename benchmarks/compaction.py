@@ -20,7 +20,6 @@ the program, whose kept counts differ.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 from unittest import mock
@@ -76,9 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from torch.utils import _pytree as pytree
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
 
     import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked.demo.programs import BY_NAME, same

@@ -13,7 +13,6 @@ host, the allocation).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from unittest import mock
 
@@ -32,11 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
 
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
     from inductor_fx_unbacked.runner import compaction
 
     quick = args.quick or device == "cpu"

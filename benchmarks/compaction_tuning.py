@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 from typing import Any
 
@@ -85,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
     from inductor_fx_unbacked.runner import compaction
 
     quick = args.quick or device == "cpu"

@@ -44,7 +44,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 import random
 import sys
 import time
@@ -953,12 +952,7 @@ def main() -> int:
         help="internal: one cold measurement in this process, printed as JSON",
     )
     args = parser.parse_args()
-    if args.device is None:
-        import torch
-
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args.device = harness.chosen_device(args.device)
     if args.quick:
         args.programs = args.programs or ["P1"]
         args.n, args.heavy_n = 1000, 1 << 16

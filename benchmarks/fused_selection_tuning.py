@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 from typing import Any
 
@@ -60,11 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
 
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
     from inductor_fx_unbacked.runner import compaction, fused_selections
 
     quick = args.quick or device == "cpu"

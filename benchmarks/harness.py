@@ -39,6 +39,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def chosen_device(requested: str | None) -> str:
+    """``requested``, or ``cuda`` where there is one, else ``cpu``; on ``cpu``, Triton's
+    interpreter (set before anything imports Triton's kernels)."""
+    import torch
+
+    device = requested or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return device
+
+
 def device_name(device: str) -> str:
     """The GPU's name (with how many are visible), or the CPU's."""
     import torch

@@ -801,11 +801,7 @@ def main() -> int:
     if args.merge:
         return merge(args.merge, args.out)
 
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
     by_name = {case.name: case for case in CASES}
     names = args.cases.split(",") if args.cases else list(by_name)
     if args.quick and not args.cases:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -744,11 +743,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="sampling time per case")
     parser.add_argument("--precision", type=float, default=0.02)
     args = parser.parse_args()
-    import torch
-
-    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args.device = harness.chosen_device(args.device)
     if args.backends is None and args.device == "cpu":
         # CUDA graphs need a GPU; the Python wrapper compiles C++, minutes for a smoke run.
         left_out = GPU_ONLY + (("python",) if args.quick else ())

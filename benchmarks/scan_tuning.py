@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -110,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
     quick = args.quick or device == "cpu"
     sizes = (3 * 2048 + 5,) if quick else tuple(args.sizes)
     blocks = tuple(args.blocks[:2]) if quick else tuple(args.blocks)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
 import sys
 import time
 import traceback
@@ -53,9 +52,7 @@ def main() -> int:
 
     import torch
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = harness.chosen_device(args.device)
     import inductor_fx_unbacked as ifx
     from inductor_fx_unbacked.demo.programs import same, synchronize
 

@@ -138,11 +138,7 @@ def main() -> int:
     parser.add_argument("--one", nargs=2, metavar=("PROGRAM", "BACKEND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    import torch
-
-    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args.device = harness.chosen_device(args.device)
     if args.quick:
         args.programs, args.repeat, args.n = args.programs or ["P1"], 1, 1000
     if args.one:
