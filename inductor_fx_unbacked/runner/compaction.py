@@ -77,7 +77,7 @@ _LIMIT = 2**31 - BLOCK
 #: The most elements ``nonzero`` takes; larger inputs go to ATen's operator. On a
 #: small input ATen's host path is most of the time and the kernels win (1M
 #: elements, H200); from 16M to 256M elements a call takes 1.18 of ATen's time
-#: (H100, ``results/2026-12-07-h100-fused-selection-c*.md``). ``masked_select``
+#: (H100, ``results/2026-12-07-h100-fused-selection-6ed36af.md``). ``masked_select``
 #: (0.66 of ATen's at 64M and 256M), ``repeat_interleave`` (0.94 of ATen's at 4M to
 #: 64M repeats of mean 4, 0.2 to 0.37 of mean 1) and ``unique`` (whose operator
 #: sorts) take every size.

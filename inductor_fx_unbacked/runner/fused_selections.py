@@ -6,8 +6,8 @@ compaction that reads it (``compaction.py``): the predicate is written and read
 twice, and each compaction pass reads its input again. At 64M elements that is
 several times the bytes the selection needs: the input once, the result once.
 
-:func:`fuse` lowers such a pair (where :data:`ENABLED`) into one call of a kernel made from the
-predicate's own: its body up to the store of the predicate, then
+:func:`fuse` lowers such a pair (where :data:`ENABLED`) into one call of a kernel
+made from the predicate's own: its body up to the store of the predicate, then
 ``compaction_kernels.select_tail``, which counts the block's kept elements, learns
 the count before the block from the blocks before it (decoupled look-back) and
 writes the kept elements in order. The predicate never reaches memory, and each

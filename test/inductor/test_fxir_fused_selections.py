@@ -365,12 +365,14 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 compiled = []
+shape = json.loads(sys.argv[2])
 for index, (path, values_type) in enumerate(json.loads(sys.argv[1])):
     spec = importlib.util.spec_from_file_location(f"fused_{index}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     (fn,) = (v for k, v in vars(module).items() if k.startswith("ifx_fused_"))
-    constants = {"XBLOCK": 4096, "VALUES": values_type != "*i64", "WINDOW": 32}
+    constants = {"XBLOCK": shape["BLOCK"], "WINDOW": shape["WINDOW"]}
+    constants["VALUES"] = values_type != "*i64"
     signature = {}
     for name in fn.arg_names:
         if name in constants:
@@ -384,7 +386,8 @@ for index, (path, values_type) in enumerate(json.loads(sys.argv[1])):
         else:
             signature[name] = "i32"
     source = ASTSource(fn, signature, constexprs=constants)
-    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    target = GPUTarget("cuda", 90, 32)
+    kernel = triton.compile(source, target=target, options={"num_warps": shape["NUM_WARPS"]})
     compiled.append(sorted(kernel.asm))
 print(json.dumps(compiled))
 """
@@ -414,8 +417,10 @@ def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
         forms.append((str(path), values_type))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    # The shape the runner launches them with.
+    shape = {name: getattr(fused_selections, name) for name in ("BLOCK", "WINDOW", "NUM_WARPS")}
     done = subprocess.run(
-        [sys.executable, "-c", _COMPILE_FOR_A_GPU, json.dumps(forms)],
+        [sys.executable, "-c", _COMPILE_FOR_A_GPU, json.dumps(forms), json.dumps(shape)],
         capture_output=True,
         text=True,
         env=env,
