@@ -356,3 +356,21 @@ def test_the_compaction_past_largest_checks_each_result_against_atens(tmp_path):
     report = out.read_text()
     assert report.count("## repeat_interleave") == 2 and report.count("## nonzero") == 1, report
     assert len(re.findall(r"^\| (aten|runner) \| [0-9.]+ \| [0-9.]+ \|$", report, re.M)) == 6
+
+
+@pytest.mark.full
+def test_the_selection_designs_check_each_result_against_eager(tmp_path):
+    from benchmarks import selection_kernels
+
+    out = tmp_path / "selection.md"
+    assert selection_kernels.main(["--device", DEVICE, "--quick", "--out", str(out)]) == 0
+    report = out.read_text()
+    # A partial last program and programs of several tiles, both ops, both designs;
+    # each way's result was compared with eager's (twice) before it was timed.
+    for op in ("nonzero", "masked_select"):
+        section = report.split(f"## {op},")[1].split("##")[0]
+        ways = re.findall(r"^\| ([a-z0-9 /-]+) \| [0-9.]+ \| [0-9.]+ \| \d+ \|$", section, re.M)
+        assert sorted(ways) == sorted(
+            ["eager", "tiles 1 1024/4", "tiles 2 1024/4", "tiles 3 1024/4", "two-pass 1024/4"]
+        ), section
+    assert re.search(r"^best_masked_select_\d+: .+ \(\d+ GB/s, [0-9.]+ of copy\)$", report, re.M)
