@@ -35,13 +35,19 @@ from benchmarks.entry_path import interleaved_seconds, ranked_rows
 SIZES = (1 << 22, 1 << 26, 1 << 28)
 TILED = tuple(itertools.product((1, 2, 4, 8), (1024, 2048, 4096), (4, 8)))
 TWO_PASS = tuple(itertools.product((2048, 4096, 8192), (4, 8)))
-#: (name, the predicate's threshold, ``|x|`` or ``x``, values or indices)
-OPS = (("nonzero", 0.5, False, False), ("masked_select", 1.5, True, True))
+#: (name, the predicate's threshold, its test (``selection_kernels_triton``), values
+#: or indices). ``nonzero_bool`` takes the mask ``x > 0.5`` as a bool tensor (as the
+#: runner's unfused ``nonzero`` does), the others the floats.
+OPS = (
+    ("nonzero", 0.5, 0, False),
+    ("masked_select", 1.5, 1, True),
+    ("nonzero_bool", 0.0, 2, False),
+)
 WINDOW = 32
 CHUNK = 1024
 
 
-def tiled(tiles: int, block: int, warps: int, thresh: float, absolute: bool, values: bool):
+def tiled(tiles: int, block: int, warps: int, thresh: float, test: int, values: bool):
     import torch
 
     from benchmarks.selection_kernels_triton import tiled_select
@@ -53,7 +59,7 @@ def tiled(tiles: int, block: int, warps: int, thresh: float, absolute: bool, val
         out = torch.empty(n, dtype=x.dtype if values else torch.int64, device=x.device)
         tiled_select[(blocks,)](
             x, work, out, n, blocks, thresh,
-            BLOCK=block, TILES=tiles, VALUES=values, ABS=absolute, WINDOW=WINDOW,
+            BLOCK=block, TILES=tiles, VALUES=values, TEST=test, WINDOW=WINDOW,
             num_warps=warps,
         )  # fmt: skip
         return shaped(out, int(work[blocks + 1]), values)
@@ -61,7 +67,7 @@ def tiled(tiles: int, block: int, warps: int, thresh: float, absolute: bool, val
     return select
 
 
-def two_pass(block: int, warps: int, thresh: float, absolute: bool, values: bool):
+def two_pass(block: int, warps: int, thresh: float, test: int, values: bool):
     import torch
 
     from benchmarks.selection_kernels_triton import count_kept, write_kept
@@ -74,12 +80,12 @@ def two_pass(block: int, warps: int, thresh: float, absolute: bool, values: bool
         work = torch.empty(blocks + 1, dtype=torch.int64, device=x.device)
         t = tickets.setdefault(x.device, torch.zeros(1, dtype=torch.int64, device=x.device))
         count_kept[(blocks,)](
-            x, work, t, n, blocks, thresh, BLOCK=block, ABS=absolute, CHUNK=CHUNK,
+            x, work, t, n, blocks, thresh, BLOCK=block, TEST=test, CHUNK=CHUNK,
             num_warps=warps,
         )  # fmt: skip
         out = torch.empty(n, dtype=x.dtype if values else torch.int64, device=x.device)
         write_kept[(blocks,)](
-            x, work, out, n, thresh, BLOCK=block, VALUES=values, ABS=absolute, num_warps=warps
+            x, work, out, n, thresh, BLOCK=block, VALUES=values, TEST=test, num_warps=warps
         )
         return shaped(out, int(work[blocks]), values)
 
@@ -93,11 +99,13 @@ def shaped(out: Any, total: int, values: bool) -> Any:
     return out.as_strided((total, 1), (1, max(total, 1)))
 
 
-def eager(thresh: float, absolute: bool, values: bool):
+def eager(thresh: float, test: int, values: bool):
     import torch
 
     def select(x: torch.Tensor) -> torch.Tensor:
-        keep = (x.abs() if absolute else x) > thresh
+        if test == 2:
+            return torch.nonzero(x)
+        keep = (x.abs() if test == 1 else x) > thresh
         return torch.masked_select(x, keep) if values else torch.nonzero(keep)
 
     return select
@@ -137,20 +145,21 @@ def main(argv: list[str] | None = None) -> int:
         copy = interleaved_seconds({"copy": torch.Tensor.copy_}, (y, x), device, calls)["copy"]
         copy_gbs = 2 * x.nbytes / sorted(copy)[len(copy) // 2] / 1e9
         summary.append(f"copy_gbs_{n}: {copy_gbs:.0f}")
-        for op, thresh, absolute, values in OPS:
-            ways: dict[str, Any] = {"eager": eager(thresh, absolute, values)}
+        for op, thresh, test, values in OPS:
+            ways: dict[str, Any] = {"eager": eager(thresh, test, values)}
             for t, b, w in tiled_shapes:
-                ways[f"tiles {t} {b}/{w}"] = tiled(t, b, w, thresh, absolute, values)
+                ways[f"tiles {t} {b}/{w}"] = tiled(t, b, w, thresh, test, values)
             for b, w in two_pass_shapes:
-                ways[f"two-pass {b}/{w}"] = two_pass(b, w, thresh, absolute, values)
-            expected = ways["eager"](x)
+                ways[f"two-pass {b}/{w}"] = two_pass(b, w, thresh, test, values)
+            inputs = (x > 0.5,) if test == 2 else (x,)
+            expected = ways["eager"](*inputs)
             for name, way in ways.items():
                 for _ in range(2):  # the second call reuses the first's state (tickets)
-                    got = way(x)
+                    got = way(*inputs)
                     if not (torch.equal(got, expected) and got.stride() == expected.stride()):
                         raise AssertionError(f"{op}: {name} differs from eager at {n}")
-            times = interleaved_seconds(ways, (x,), device, calls)
-            moved = x.nbytes + expected.numel() * expected.element_size()
+            times = interleaved_seconds(ways, inputs, device, calls)
+            moved = inputs[0].nbytes + expected.numel() * expected.element_size()
             report.add("", f"## {op}, {n} elements ({expected.shape[0]} kept)", "")
             report.add("| way | ms | / eager | GB/s |", "|---|---|---|---|")
             rows, fastest, ratio = ranked_rows(times, "eager")
@@ -164,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"best_{op}_{n}: {fastest} {ratio:.3f} ({gbs:.0f} GB/s, "
                 f"{gbs / copy_gbs:.2f} of copy)"
             )
-            del ways, times, expected
+            del ways, times, expected, inputs
         del x, y
         if device == "cuda":
             torch.cuda.empty_cache()

@@ -1,8 +1,8 @@
 """The kernels of ``selection_kernels.py``, defined when it first needs them (Triton
 reads ``TRITON_INTERPRET`` where a kernel is defined).
 
-Each selects the elements of ``x`` that a predicate keeps (``x > t``, or with
-``ABS`` ``|x| > t``): their indices (``nonzero``) or, with ``VALUES``, the elements
+Each selects the elements of ``x`` that a predicate keeps (``TEST`` 0: ``x > t``,
+1: ``|x| > t``, 2: ``x != 0``): their indices (``nonzero``) or, with ``VALUES``, the elements
 (``masked_select``), in order, from the start of ``out``; the total goes to
 ``work[blocks + 1]``.
 """
@@ -20,13 +20,15 @@ from inductor_fx_unbacked.runner.compaction_kernels import (
 
 
 @triton.jit
-def kept(x_ptr, offsets, n, thresh, ABS: tl.constexpr):
+def kept(x_ptr, offsets, n, thresh, TEST: tl.constexpr):
     inside = offsets < n
-    x = tl.load(x_ptr + offsets, mask=inside, other=0.0)
-    if ABS:
+    x = tl.load(x_ptr + offsets, mask=inside, other=0)
+    if TEST == 0:
+        keep = x > thresh
+    elif TEST == 1:
         keep = tl.abs(x) > thresh
     else:
-        keep = x > thresh
+        keep = x != 0
     return keep & inside, x
 
 
@@ -50,7 +52,7 @@ def tiled_select(
     BLOCK: tl.constexpr,
     TILES: tl.constexpr,
     VALUES: tl.constexpr,
-    ABS: tl.constexpr,
+    TEST: tl.constexpr,
     WINDOW: tl.constexpr,
 ):
     """One pass, one look-back per program of ``TILES`` tiles of ``BLOCK`` elements:
@@ -60,10 +62,10 @@ def tiled_select(
     block = ticket(work_ptr, blocks)
     base = block.to(tl.int64) * (BLOCK * TILES)
     count = tl.full([], 0, tl.int64)
-    keep, x = kept(x_ptr, base + tl.arange(0, BLOCK), n, thresh, ABS)
+    keep, x = kept(x_ptr, base + tl.arange(0, BLOCK), n, thresh, TEST)
     count += tl.sum(keep.to(tl.int32), axis=0).to(tl.int64)
     for t in tl.static_range(1, TILES):
-        more, _ = kept(x_ptr, base + t * BLOCK + tl.arange(0, BLOCK), n, thresh, ABS)
+        more, _ = kept(x_ptr, base + t * BLOCK + tl.arange(0, BLOCK), n, thresh, TEST)
         count += tl.sum(more.to(tl.int32), axis=0).to(tl.int64)
     exclusive = tl.full([], 0, tl.int64)
     if block == 0:
@@ -78,7 +80,7 @@ def tiled_select(
     start = exclusive + tl.sum(keep.to(tl.int32), axis=0).to(tl.int64)
     for t in range(1, TILES):
         offsets = base + t * BLOCK + tl.arange(0, BLOCK)
-        keep, x = kept(x_ptr, offsets, n, thresh, ABS)
+        keep, x = kept(x_ptr, offsets, n, thresh, TEST)
         write(keep, x, offsets, start, out_ptr, VALUES)
         start += tl.sum(keep.to(tl.int32), axis=0).to(tl.int64)
 
@@ -92,13 +94,13 @@ def count_kept(
     blocks,
     thresh,
     BLOCK: tl.constexpr,
-    ABS: tl.constexpr,
+    TEST: tl.constexpr,
     CHUNK: tl.constexpr,
 ):
     """The first of two passes: each block's count; the last block turns the counts
     into starts (``compaction_kernels.publish``)."""
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    keep, _ = kept(x_ptr, offsets, n, thresh, ABS)
+    keep, _ = kept(x_ptr, offsets, n, thresh, TEST)
     publish(tl.sum(keep.to(tl.int32), axis=0).to(tl.int64), work_ptr, ticket_ptr, blocks, CHUNK)
 
 
@@ -111,10 +113,10 @@ def write_kept(
     thresh,
     BLOCK: tl.constexpr,
     VALUES: tl.constexpr,
-    ABS: tl.constexpr,
+    TEST: tl.constexpr,
 ):
     """The second pass: read ``x`` again and write each block's kept elements from
     its start."""
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    keep, x = kept(x_ptr, offsets, n, thresh, ABS)
+    keep, x = kept(x_ptr, offsets, n, thresh, TEST)
     write(keep, x, offsets, tl.load(work_ptr + tl.program_id(0)), out_ptr, VALUES)

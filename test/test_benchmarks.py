@@ -367,7 +367,7 @@ def test_the_selection_designs_check_each_result_against_eager(tmp_path):
     report = out.read_text()
     # A partial last program and programs of several tiles, both ops, both designs;
     # each way's result was compared with eager's (twice) before it was timed.
-    for op in ("nonzero", "masked_select"):
+    for op in ("nonzero", "masked_select", "nonzero_bool"):
         section = report.split(f"## {op},")[1].split("##")[0]
         ways = re.findall(r"^\| ([a-z0-9 /-]+) \| [0-9.]+ \| [0-9.]+ \| \d+ \|$", section, re.M)
         assert sorted(ways) == sorted(
