@@ -2,7 +2,7 @@
 unfused runner, by size: ``nonzero(x > 0.5)`` and ``masked_select(g, g.abs() > 1.5)``.
 
 Each way is the same ``ifx.compile`` artifact (one with fusion off), called with
-the fused kernel's elements per program and warps set before each call; every
+the fused kernel's tiles per program, elements per tile and warps set before each call; every
 way's result is checked against eager's first. A call is timed whole (the launch,
 the count read to the host, the allocation), calls interleaved between device
 synchronisations; GB/s counts the input read once and the result written once.
@@ -22,6 +22,7 @@ from benchmarks import harness
 from benchmarks.entry_path import interleaved_seconds, ranked_rows
 
 SIZES = (1 << 22, 1 << 26, 1 << 28)
+TILES = (1, 4)
 BLOCKS = (1024, 2048, 4096, 8192)
 WARPS = (4, 8, 16)
 
@@ -38,11 +39,12 @@ def select_large(g):
     return torch.masked_select(g, g.abs() > 1.5)
 
 
-def shaped(artifact: Any, block: int, warps: int) -> Any:
+def shaped(artifact: Any, tiles: int, block: int, warps: int) -> Any:
     from inductor_fx_unbacked.runner import fused_selections
 
     def call(*args: Any) -> Any:
-        fused_selections.BLOCK, fused_selections.NUM_WARPS = block, warps
+        fused_selections.TILES, fused_selections.BLOCK = tiles, block
+        fused_selections.NUM_WARPS = warps
         return artifact(*args)
 
     return call
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=None)
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
+    parser.add_argument("--tiles", type=int, nargs="+", default=TILES)
     parser.add_argument("--blocks", type=int, nargs="+", default=BLOCKS)
     parser.add_argument("--warps", type=int, nargs="+", default=WARPS)
     parser.add_argument("--calls", type=int, default=30)
@@ -64,14 +67,14 @@ def main(argv: list[str] | None = None) -> int:
 
     quick = args.quick or device == "cpu"
     saved = (compaction.INTERPRETED, fused_selections.ENABLED)
-    saved += (fused_selections.BLOCK, fused_selections.NUM_WARPS)
+    saved += (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS)
     # The runner's kernels in Triton's interpreter on CPU (as the tests run them).
     compaction.INTERPRETED = device == "cpu"
     try:
         report = sweep(args, device, quick)
     finally:
         compaction.INTERPRETED, fused_selections.ENABLED = saved[:2]
-        fused_selections.BLOCK, fused_selections.NUM_WARPS = saved[2:]
+        (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS) = saved[2:]
     print(report.text)
     return 0
 
@@ -83,8 +86,10 @@ def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
     from inductor_fx_unbacked.runner import fused_selections
 
     sizes = (3 * 2048 + 5,) if quick else tuple(args.sizes)
-    blocks, warps = tuple(args.blocks), tuple(args.warps)
-    shapes = list(itertools.product(blocks[:2] if quick else blocks, warps[:1] if quick else warps))
+    tiles, blocks, warps = tuple(args.tiles), tuple(args.blocks), tuple(args.warps)
+    shapes = list(
+        itertools.product(tiles, blocks[:2] if quick else blocks, warps[:1] if quick else warps)
+    )
     calls = 2 if quick else args.calls
     report = harness.Report(
         args.out,
@@ -106,8 +111,8 @@ def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
             fused = ifx.compile(fn, x, dynamic=True)
             expected = fn(x)
             ways: dict[str, Any] = {"eager": fn, "unfused": unfused}
-            for b, w in shapes:
-                ways[f"fused {b}/{w}"] = shaped(fused, b, w)
+            for t, b, w in shapes:
+                ways[f"fused {t}x{b}/{w}"] = shaped(fused, t, b, w)
             for name, way in ways.items():
                 got = way(x)
                 if not (torch.equal(got, expected) and got.stride() == expected.stride()):
@@ -115,7 +120,7 @@ def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
             times = interleaved_seconds(ways, (x,), device, calls)
             moved = x.numel() * x.element_size() + expected.numel() * expected.element_size()
             report.add("", f"## {fn.__name__}, {n} elements ({expected.shape[0]} kept)", "")
-            report.add("| way (block/warps) | ms | / eager |", "|---|---|---|")
+            report.add("| way (tiles x block/warps) | ms | / eager |", "|---|---|---|")
             rows, fastest, ratio = ranked_rows(times, "eager")
             report.add(*rows)
             seconds = sorted(times[fastest])[len(times[fastest]) // 2]

@@ -11,7 +11,9 @@ the kernel):
   (``selection_kernels_triton.tiled_select``); ``tiles 1 4096/4`` is the package's
   design;
 - ``two-pass B/W``: a counting pass and a writing pass, each reading the input
-  (no look-back; the input read twice).
+  (no look-back; the input read twice);
+- ``package`` and ``package unfused``: the same program through ``ifx.compile``
+  with the runner's fused selections on (at the package's shape) and off.
 
 A way is timed whole (its launches, the total read to the host, the result's
 view), calls interleaved between device synchronisations; every way's result is
@@ -99,6 +101,19 @@ def shaped(out: Any, total: int, values: bool) -> Any:
     return out.as_strided((total, 1), (1, max(total, 1)))
 
 
+def package(eager_fn: Any, example: Any, fused: bool) -> Any:
+    """``eager_fn`` through ``ifx.compile``, the runner's fused selections on or off."""
+    import inductor_fx_unbacked as ifx
+    from inductor_fx_unbacked.runner import fused_selections
+
+    saved = fused_selections.ENABLED
+    fused_selections.ENABLED = fused
+    try:
+        return ifx.compile(eager_fn, example, dynamic=True)
+    finally:
+        fused_selections.ENABLED = saved
+
+
 def eager(thresh: float, test: int, values: bool):
     import torch
 
@@ -120,8 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one small size, a few shapes")
     args = parser.parse_args(argv)
 
-    import torch
-
     device = harness.chosen_device(args.device)
     quick = args.quick or device == "cpu"
     sizes = (5 * 1024 + 7,) if quick else tuple(args.sizes)
@@ -138,6 +151,30 @@ def main(argv: list[str] | None = None) -> int:
             "the median call (for copy, the bytes read and written).",
         ),
     )
+    from inductor_fx_unbacked.runner import compaction
+
+    # The runner's kernels in Triton's interpreter on CPU (as the tests run them).
+    saved, compaction.INTERPRETED = compaction.INTERPRETED, device == "cpu"
+    try:
+        summary = sweep(sizes, tiled_shapes, two_pass_shapes, device, calls, report)
+    finally:
+        compaction.INTERPRETED = saved
+    report.add("", "## Summary", "", *summary)
+    print(report.text)
+    return 0
+
+
+def sweep(
+    sizes: tuple[int, ...],
+    tiled_shapes: Any,
+    two_pass_shapes: Any,
+    device: str,
+    calls: int,
+    report: harness.Report,
+) -> list[str]:
+    """Each way at each size, checked then timed, into ``report``; the summary lines."""
+    import torch
+
     summary: list[str] = []
     for n in sizes:
         x = torch.randn(n, generator=torch.Generator().manual_seed(n)).to(device)
@@ -152,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             for b, w in two_pass_shapes:
                 ways[f"two-pass {b}/{w}"] = two_pass(b, w, thresh, test, values)
             inputs = (x > 0.5,) if test == 2 else (x,)
+            ways["package"] = package(ways["eager"], inputs[0], fused=True)
+            ways["package unfused"] = package(ways["eager"], inputs[0], fused=False)
             expected = ways["eager"](*inputs)
             for name, way in ways.items():
                 for _ in range(2):  # the second call reuses the first's state (tickets)
@@ -177,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         del x, y
         if device == "cuda":
             torch.cuda.empty_cache()
-    report.add("", "## Summary", "", *summary)
-    print(report.text)
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

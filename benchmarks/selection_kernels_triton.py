@@ -58,7 +58,7 @@ def tiled_select(
     """One pass, one look-back per program of ``TILES`` tiles of ``BLOCK`` elements:
     count every tile, learn the count before the program, then write each tile
     (read again, from L2, where ``TILES > 1``). ``TILES == 1`` is the package's
-    fused selection (``compaction_kernels.select_tail``)."""
+    fused selection at one tile a program (``compaction_kernels.write_tile``)."""
     block = ticket(work_ptr, blocks)
     base = block.to(tl.int64) * (BLOCK * TILES)
     count = tl.full([], 0, tl.int64)

@@ -251,7 +251,7 @@ def test_the_fused_selection_sweep_checks_each_shape_against_eager(tmp_path):
         assert fused_selection_tuning.main(["--device", DEVICE, "--quick", "--out", str(out)]) == 0
     report = out.read_text()
     for program in ("nonzero_above", "select_large"):
-        for way in ("eager", "unfused", "fused 1024/4", "fused 2048/4"):
+        for way in ("eager", "unfused", "fused 1x1024/4", "fused 4x2048/4"):
             assert re.search(rf"^\| {way} \| [0-9.]+ \| [0-9.]+ \|$", report, re.M), report
         assert re.search(rf"^best_{program}_\d+: .+ [0-9.]+ \(\d+ GB/s\)$", report, re.M), report
 
@@ -371,6 +371,14 @@ def test_the_selection_designs_check_each_result_against_eager(tmp_path):
         section = report.split(f"## {op},")[1].split("##")[0]
         ways = re.findall(r"^\| ([a-z0-9 /-]+) \| [0-9.]+ \| [0-9.]+ \| \d+ \|$", section, re.M)
         assert sorted(ways) == sorted(
-            ["eager", "tiles 1 1024/4", "tiles 2 1024/4", "tiles 3 1024/4", "two-pass 1024/4"]
+            [
+                "eager",
+                "package",
+                "package unfused",
+                "tiles 1 1024/4",
+                "tiles 2 1024/4",
+                "tiles 3 1024/4",
+                "two-pass 1024/4",
+            ]
         ), section
     assert re.search(r"^best_masked_select_\d+: .+ \(\d+ GB/s, [0-9.]+ of copy\)$", report, re.M)

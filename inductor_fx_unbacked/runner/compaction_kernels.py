@@ -198,7 +198,7 @@ def inverse_indices(x_ptr, places_ptr, work_ptr, least_at, out_ptr, n, BLOCK: tl
     tl.store(out_ptr + offsets, tl.load(places_ptr + (x - least), mask=inside), mask=inside)
 
 
-# The one-pass selection that ``fused_selections.py`` appends to a predicate's kernel.
+# The one-pass selection that ``fused_selections.py`` makes of a predicate's kernel.
 
 #: A block's status word: its count or inclusive prefix in the low bits, what the
 #: word holds in the two bits above (0: nothing yet, while the word is zero).
@@ -241,41 +241,62 @@ def look_back(work_ptr, block, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def select_tail(
+def tile_count(keep, tile, n, BLOCK: tl.constexpr):
+    """How many elements of ``tile`` (``BLOCK`` elements, the last maybe short)
+    ``keep`` keeps."""
+    offsets = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    return tl.sum(((keep != 0) & (offsets < n)).to(tl.int32), axis=0).to(tl.int64)
+
+
+@triton.jit
+def program_start(count, program, work_ptr, blocks, WINDOW: tl.constexpr):
+    """The sum of the counts of the programs before ``program``, which counted
+    ``count``: publish the count, look back, publish the inclusive prefix. The last
+    program writes the total at ``work[blocks + 1]``."""
+    exclusive = tl.full([], 0, tl.int64)
+    if program == 0:
+        tl.atomic_xchg(work_ptr, count | _PREFIX, sem="release")
+    else:
+        tl.atomic_xchg(work_ptr + program, count | _AGGREGATE, sem="release")
+        exclusive = look_back(work_ptr, program, WINDOW)
+        tl.atomic_xchg(work_ptr + program, (exclusive + count) | _PREFIX, sem="release")
+    if program == blocks - 1:
+        tl.store(work_ptr + blocks + 1, exclusive + count)
+    return exclusive
+
+
+@triton.jit
+def write_tile(
     keep,
-    block,
+    loaded,
+    tile,
+    start,
     n,
-    work_ptr,
-    blocks,
     values_ptr,
     out_ptr,
     BLOCK: tl.constexpr,
     VALUES: tl.constexpr,
-    WINDOW: tl.constexpr,
+    LOADED: tl.constexpr,
     STORED: tl.constexpr,
 ):
-    """Write the elements of ``block`` that ``keep`` keeps, in order, at the sum of the
-    counts of the blocks before it plus their rank: their indices (``nonzero``), or
-    with ``VALUES`` the values at them (``masked_select``). The last block writes the
-    total at ``work[blocks + 1]``. ``STORED``: the kernel stored other buffers before
-    (the values among them, maybe), which this block's threads then see."""
-    offsets = block.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    """Write the elements of ``tile`` that ``keep`` keeps, in order, from ``start``:
+    their indices (``nonzero``), or with ``VALUES`` the values at them
+    (``masked_select``): ``loaded`` where ``LOADED`` (the kernel loaded the values at
+    the tile's elements itself), else read from ``values_ptr``. ``STORED``: the
+    kernel stored other buffers before (the values among them, maybe), which the
+    program's threads then see. Returns ``start`` plus the count written."""
+    offsets = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     keep = (keep != 0) & (offsets < n)
-    count = tl.sum(keep.to(tl.int32), axis=0).to(tl.int64)
-    exclusive = tl.full([], 0, tl.int64)
-    if block == 0:
-        tl.atomic_xchg(work_ptr, count | _PREFIX, sem="release")
-    else:
-        tl.atomic_xchg(work_ptr + block, count | _AGGREGATE, sem="release")
-        exclusive = look_back(work_ptr, block, WINDOW)
-        tl.atomic_xchg(work_ptr + block, (exclusive + count) | _PREFIX, sem="release")
-    if block == blocks - 1:
-        tl.store(work_ptr + blocks + 1, exclusive + count)
     # The rank in int32, as in ``kept_and_places``.
-    place = exclusive + (tl.cumsum(keep.to(tl.int32), axis=0) - 1).to(tl.int64)
+    rank = tl.cumsum(keep.to(tl.int32), axis=0)
+    place = start + (rank - 1).to(tl.int64)
     if VALUES:
-        if STORED:
-            tl.debug_barrier()
-        tl.store(out_ptr + place, tl.load(values_ptr + offsets, mask=keep), mask=keep)
+        if LOADED:
+            tl.store(out_ptr + place, loaded, mask=keep)
+        else:
+            if STORED:
+                tl.debug_barrier()
+            tl.store(out_ptr + place, tl.load(values_ptr + offsets, mask=keep), mask=keep)
     else:
         tl.store(out_ptr + place, offsets, mask=keep)
+    return start + tl.max(rank, axis=0).to(tl.int64)

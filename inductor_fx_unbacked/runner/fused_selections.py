@@ -7,12 +7,14 @@ twice, and each compaction pass reads its input again. At 64M elements that is
 several times the bytes the selection needs: the input once, the result once.
 
 :func:`fuse` lowers such a pair (where :data:`ENABLED`) into one call of a kernel
-made from the predicate's own: its body up to the store of the predicate, then
-``compaction_kernels.select_tail``, which counts the block's kept elements, learns
-the count before the block from the blocks before it (decoupled look-back) and
-writes the kept elements in order. The predicate never reaches memory, and each
-input byte is read once. The count reaches the host as before (one copy, the
-sync that defines the unbacked size).
+made from the predicate's own (``predicate_source.py``): each program computes the
+predicate over its :data:`TILES` tiles and counts their kept elements, learns the
+count before it from the programs before it (decoupled look-back), then computes
+each tile again (its input now in L2) and writes the kept elements in order. The
+predicate never reaches memory, and each input byte is read from memory once.
+``masked_select`` of the predicate kernel's own input writes the values that the
+kernel loaded. The count reaches the host as before (one copy, the sync that
+defines the unbacked size).
 
 The result's storage holds as many elements as the input (the count is known only
 after the elements are written): ``nonzero`` returns the ``(count, 1)`` tensor
@@ -29,7 +31,7 @@ It fuses only what it proves equal, else leaves the pair as it is:
   code whose only statement that names the buffer stores the predicate at its
   contiguous index, with each program taking the ``XBLOCK`` elements at
   ``program_id(0) * XBLOCK``; its other stores (other buffers it writes, read
-  later) stay as they are;
+  later) stay as they are, and then each tile is computed once (one a program);
 - at run time, ``masked_select``'s values have the buffer's shape and are
   contiguous, there is at least one element, and the kernels run on the device
   (``compaction.runs_kernels``); any other call launches the predicate kernel as
@@ -49,7 +51,7 @@ from torch._inductor.codecache import PyCodeCache
 from ..artifact.facts import value_kind
 from ..codegen import views
 from . import compaction
-from .predicate_source import PREFIX, fused_source
+from .predicate_source import PREFIX, FusedSource, fused_source
 
 aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
@@ -62,10 +64,19 @@ _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 #: for everyone. The tests and ``benchmarks.fused_selection_tuning`` turn it on;
 #: set it before compiling to use it.
 ENABLED = False
-#: Elements per program and warps of a fused selection: the fastest shape of the
-#: H100 sweep at most sizes (more warps or smaller blocks took up to twice as long).
-BLOCK = 4096
+#: A fused selection's shape: elements per tile, tiles per program (one look-back
+#: each), warps. Its time is mostly latency, so what counts is how many elements
+#: each thread has in flight: on an H100, outside Inductor, 4 tiles of 2048
+#: elements with 4 warps took 0.86 of eager's time for ``nonzero(x > 0.5)`` at 64M
+#: elements and 0.81 at 256M, where one tile of 4096 took 0.99 and 0.97, more warps
+#: or smaller tiles up to 3 times eager's (``benchmarks.selection_kernels``,
+#: ``results/2026-12-07-h100-selection-kernels-e3b1292.md``).
+BLOCK = 2048
+TILES = 4
 NUM_WARPS = 4
+#: The tile of a predicate kernel that stores other buffers too: it computes each
+#: tile once, one tile a program (the best such shape of that sweep).
+SINGLE_BLOCK = 4096
 #: Status words each look-back step reads.
 WINDOW = 32
 
@@ -120,12 +131,15 @@ def _fuse(
             or value_kind(call_kwargs[name]).is_scalar
         )
     ]
-    source = fused_source(_source(kernel), written[0], scalars)
-    if source is None:
+    values_param = [name for name, value in call_kwargs.items() if value is values]
+    fused_kernel = fused_source(
+        _source(kernel), written[0], scalars, values_param[0] if len(values_param) == 1 else None
+    )
+    if fused_kernel is None:
         return
     names = [name for name in params if name not in (written[0], "XBLOCK")]
     fused = FusedSelection(
-        source,
+        fused_kernel,
         values is not None,
         kernel,
         (*names, written[0]),
@@ -205,7 +219,7 @@ class FusedSelection:
 
     def __init__(
         self,
-        source: str,
+        source: FusedSource,
         select_values: bool,
         original: Any,
         names: tuple[str, ...],
@@ -222,7 +236,7 @@ class FusedSelection:
 
     @functools.cached_property
     def kernel(self) -> Any:
-        module = PyCodeCache.load(self.source)
+        module = PyCodeCache.load(self.source.source)
         (name,) = (n for n in vars(module) if n.startswith(PREFIX))
         return getattr(module, name)
 
@@ -242,12 +256,14 @@ class FusedSelection:
         )
         dtype = values.dtype if values is not None else torch.int64
         out = call.empty((n,), (1,), dtype)
-        blocks = -(-n // BLOCK)
+        block, tiles = (SINGLE_BLOCK, 1) if self.source.stores else (BLOCK, TILES)
+        blocks = -(-n // (block * tiles))
         work = call.empty((blocks + 2,), (1,), torch.int64).zero_()
         constexprs: dict[str, Any] = {
-            "XBLOCK": BLOCK,
+            "XBLOCK": block,
             "VALUES": values is not None,
             "WINDOW": WINDOW,
+            "TILES": tiles,
         }
         if call.stream is not None:
             constexprs["num_warps"] = NUM_WARPS

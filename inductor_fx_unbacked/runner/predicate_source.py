@@ -3,9 +3,12 @@
 ``fused_selections.py`` fuses a pointwise kernel that stores a predicate with the
 selection after it. :func:`fused_source` writes that kernel: the predicate
 kernel's own statements, parsed and checked (``ast``), with the store of the
-predicate made an assignment, each program's elements taken by its ticket
-(``compaction_kernels.ticket``) instead of ``program_id(0)``, and
-``compaction_kernels.select_tail`` appended. It writes nothing for a kernel whose
+predicate made an assignment, as a function of one tile of ``XBLOCK`` elements
+(the tile's index where they read ``program_id(0)``) that returns the predicate;
+then the kernel, whose programs take ``TILES`` tiles each in the order of their
+tickets (``compaction_kernels.ticket``): it counts its tiles' kept elements, learns
+the count before it (``program_start``), and writes each tile's (``write_tile``),
+computing the tile again where ``TILES > 1``. It writes nothing for a kernel whose
 meaning it cannot keep so: anything but straight-line assignments and stores, a
 second statement that names the predicate's buffer, a store of it anywhere but its
 contiguous index, programs given elements otherwise than ``XBLOCK`` of them at
@@ -18,7 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
 
 #: The start of a fused kernel's name (then the predicate kernel's).
 PREFIX = "ifx_fused_"
@@ -35,8 +38,12 @@ _MODULES = {
 _HEADER = "\n".join(
     [
         *_MODULES.values(),
-        "from inductor_fx_unbacked.runner.compaction_kernels import select_tail as ifx_select_tail",
-        "from inductor_fx_unbacked.runner.compaction_kernels import ticket as ifx_ticket",
+        "from inductor_fx_unbacked.runner.compaction_kernels import (",
+        "    program_start as ifx_program_start,",
+        "    ticket as ifx_ticket,",
+        "    tile_count as ifx_tile_count,",
+        "    write_tile as ifx_write_tile,",
+        ")",
     ]
 )
 #: Calls that may stand alone as statements: element by element, whichever program
@@ -57,10 +64,24 @@ _MASKS = {
 }
 
 
-def fused_source(src: str, mask_param: str, scalars: list[str]) -> str | None:
-    """The module of the fused kernel made from the predicate kernel ``src`` that
-    stores the predicate through ``mask_param`` (the module docstring says which
-    kernels qualify), or None. ``scalars`` are its integer parameters."""
+class FusedSource(NamedTuple):
+    """A fused kernel's module, and what its predicate kernel does besides: whether
+    it stores other buffers (its body then runs once per element: one tile a
+    program), and whether it loads the selected values itself (then written from
+    its registers)."""
+
+    source: str
+    stores: bool
+    loads_values: bool
+
+
+def fused_source(
+    src: str, mask_param: str, scalars: list[str], values_param: str | None = None
+) -> FusedSource | None:
+    """The fused kernel made from the predicate kernel ``src`` that stores the
+    predicate through ``mask_param`` (the module docstring says which kernels
+    qualify), or None. ``scalars`` are its integer parameters; ``values_param`` the
+    one that takes ``masked_select``'s values, where the kernel takes them."""
     try:
         tree = ast.parse(textwrap.dedent(src))
     except SyntaxError:
@@ -90,28 +111,92 @@ def fused_source(src: str, mask_param: str, scalars: list[str]) -> str | None:
         return None
     for statement in body:
         _ProgramId().visit(statement)
+    stores = [s.value for s in body if isinstance(s, ast.Expr) and _called(s.value) == "tl.store"]
+    loaded = _loaded_values(body, values_param, stores)
     inputs = [p for p in params if p not in (mask_param, "XBLOCK")]
+    tile_fn = f"ifx_tile_{fn.name}"
     fn.name = f"{PREFIX}{fn.name}"
     fn.args.args = [ast.arg(p) for p in inputs] + [
         ast.arg(p) for p in ("ifx_work", "ifx_blocks", "ifx_n", "ifx_values", "ifx_out")
     ]
-    fn.args.args += [
-        ast.arg(p, annotation=ast.parse("tl.constexpr", mode="eval").body)
-        for p in ("XBLOCK", "VALUES", "WINDOW")
-    ]
-    start = ast.parse("ifx_block = ifx_ticket(ifx_work, ifx_blocks)").body
-    # The tail reads values that the kernel may have just stored, from other threads.
-    other_stores = any(_called(s.value) == "tl.store" for s in body if isinstance(s, ast.Expr))
-    tail = ast.parse(
-        "ifx_select_tail(ifx_keep, ifx_block, ifx_n, ifx_work, ifx_blocks, ifx_values, ifx_out,"
-        f" XBLOCK, VALUES, WINDOW, {other_stores})"
+    fn.args.args += [_constexpr(p) for p in ("XBLOCK", "VALUES", "WINDOW", "TILES")]
+    tile = ast.FunctionDef(
+        tile_fn,
+        ast.arguments(
+            [],
+            [*(ast.arg(p) for p in inputs), ast.arg("ifx_tile"), _constexpr("XBLOCK")],
+            None,
+            [],
+            [],
+            None,
+            [],
+        ),
+        [*body, ast.parse(f"return ifx_keep, {loaded or 'ifx_keep'}").body[0]],
+        [ast.parse("triton.jit").body[0].value],
+        None,
+        type_params=[],
+    )
+    call = f"{tile_fn}({''.join(f'{p}, ' for p in inputs)}"
+    # A tile's writes read values that the kernel may have just stored, from other
+    # threads.
+    write = (
+        "ifx_write_tile(ifx_keep, ifx_loaded, {tile}, ifx_start, ifx_n, ifx_values, ifx_out,"
+        f" XBLOCK, VALUES, {loaded is not None}, {bool(stores)})"
+    )
+    fn.body = ast.parse(
+        f"""
+ifx_program = ifx_ticket(ifx_work, ifx_blocks)
+ifx_first = ifx_program * TILES
+ifx_keep, ifx_loaded = {call}ifx_first, XBLOCK)
+ifx_count = ifx_tile_count(ifx_keep, ifx_first, ifx_n, XBLOCK)
+for ifx_t in tl.static_range(1, TILES):
+    ifx_more, ifx_unused = {call}ifx_first + ifx_t, XBLOCK)
+    ifx_count += ifx_tile_count(ifx_more, ifx_first + ifx_t, ifx_n, XBLOCK)
+ifx_start = ifx_program_start(ifx_count, ifx_program, ifx_work, ifx_blocks, WINDOW)
+ifx_start = {write.format(tile="ifx_first")}
+for ifx_t in range(1, TILES):
+    ifx_keep, ifx_loaded = {call}ifx_first + ifx_t, XBLOCK)
+    ifx_start = {write.format(tile="ifx_first + ifx_t")}
+"""
     ).body
-    fn.body = [*start, *body, *tail]
     unspecialised = [p for p in inputs if p in scalars] + ["ifx_blocks", "ifx_n"]
     fn.decorator_list = [
         ast.parse(f"triton.jit(do_not_specialize={unspecialised!r})").body[0].value
     ]
-    return f"{_HEADER}\n\n\n{ast.unparse(ast.fix_missing_locations(tree))}\n"
+    tree.body = [tile, fn]
+    source = f"{_HEADER}\n\n\n{ast.unparse(ast.fix_missing_locations(tree))}\n"
+    return FusedSource(source, bool(stores), loaded is not None)
+
+
+def _constexpr(name: str) -> ast.arg:
+    return ast.arg(name, annotation=ast.parse("tl.constexpr", mode="eval").body)
+
+
+def _loaded_values(body: list[ast.stmt], values_param: str | None, stores: list[Any]) -> str | None:
+    """The name the kernel gives its load of ``values_param`` at each of its elements
+    (``tl.load(values + xindex, ...)``, or a name assigned ``xindex``), where no
+    statement stores through that parameter; else None."""
+    if values_param is None or any(_mentions(ast.Expr(s), values_param) for s in stores):
+        return None
+    contiguous = {"xindex"} | {
+        s.targets[0].id
+        for s in body
+        if isinstance(s, ast.Assign) and ast.unparse(s.value) == "xindex"
+    }
+    for statement in body:
+        value = statement.value if isinstance(statement, ast.Assign) else None
+        if value is None or _called(value) != "tl.load" or not value.args:
+            continue
+        pointer = value.args[0]
+        if (
+            isinstance(pointer, ast.BinOp)
+            and isinstance(pointer.op, ast.Add)
+            and ast.unparse(pointer.left) == values_param
+            and isinstance(pointer.right, ast.Name)
+            and pointer.right.id in contiguous
+        ):
+            return statement.targets[0].id
+    return None
 
 
 def _stored_predicate(statement: ast.stmt, mask_param: str, body: list[ast.stmt]) -> Any:
@@ -190,9 +275,10 @@ def _called(node: ast.AST) -> str:
 
 
 class _ProgramId(ast.NodeTransformer):
-    """``tl.program_id(0)`` as the program's ticket (``compaction_kernels.ticket``)."""
+    """``tl.program_id(0)`` as the tile's index (a fused kernel's programs take tiles
+    in the order of their tickets, ``compaction_kernels.ticket``)."""
 
     def visit_Call(self, node: ast.Call) -> Any:
         if ast.unparse(node) == "tl.program_id(0)":
-            return ast.Name("ifx_block", ast.Load())
+            return ast.Name("ifx_tile", ast.Load())
         return self.generic_visit(node)

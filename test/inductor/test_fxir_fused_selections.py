@@ -31,6 +31,8 @@ from inductor_fx_unbacked.runner.compaction_kernels import look_back
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = fused_selections.BLOCK
+#: The elements of one program: its tiles.
+SPAN = fused_selections.BLOCK * fused_selections.TILES
 aten = torch.ops.aten
 
 
@@ -103,14 +105,17 @@ def kept(n: int, count: int, seed: int = 0) -> torch.Tensor:
     return x.to(DEVICE)
 
 
-# Sizes around the block, and kept counts from none to all.
+# Sizes around a tile and a program (the last program with a partial tile, and one
+# with tiles past the end), and kept counts from none to all.
 CASES = [
     (1, 0),
     (1, 1),
     (BLOCK, 1),
     (BLOCK + 1, BLOCK + 1),
-    (3 * BLOCK + 5, 0),
-    (3 * BLOCK + 5, 2000),
+    (SPAN + 1, SPAN + 1),
+    (2 * SPAN + BLOCK + 3, 1500),
+    (3 * SPAN + 5, 0),
+    (3 * SPAN + 5, 2000),
 ]
 
 
@@ -122,8 +127,11 @@ def test_a_selection_by_a_predicate_is_one_kernel_and_equals_eager(program):
     operators = {aten.nonzero.default, aten.masked_select.default}
     assert [n for n in graph.nodes if n.target in operators], artifact.graph.code
     (fused,) = fused_nodes(artifact)
-    # The predicate is computed, never stored; nothing else is stored.
-    assert "tl.store" not in fused.source and "WINDOW, False)" in fused.source, fused.source
+    # The predicate is computed, never stored; nothing else is stored. The values
+    # that ``masked_select`` takes from the predicate's input are written from the
+    # kernel's own load of them.
+    assert "tl.store" not in fused.source.source and not fused.source.stores, fused.source
+    assert fused.source.loads_values == (program is select_large), fused.source.source
     with counting() as calls:
         for n, count in CASES:
             x = kept(n, count, seed=n + count)
@@ -221,7 +229,8 @@ def test_values_that_the_predicate_kernel_computes_too():
 
     artifact = ifx.compile(select_computed, kept(3 * BLOCK + 5, 700), dynamic=True)
     (fused,) = fused_nodes(artifact)
-    assert "tl.store" in fused.source and "WINDOW, True)" in fused.source, fused.source
+    assert "tl.store" in fused.source.source and fused.source.stores, fused.source.source
+    assert not fused.source.loads_values
     with counting() as calls:
         for n, count in CASES:
             x = kept(n, count, seed=n + count)
@@ -358,6 +367,46 @@ def test_a_kernel_it_cannot_prove_is_not_fused(change):
     assert predicate_source.fused_source(KERNEL.replace(old, new), "out_ptr0", ["xnumel"]) is None
 
 
+SELECTING_KERNEL = """
+def triton_poi_fused_abs_gt_0(in_ptr0, in_out_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), xmask, eviction_policy='evict_last')
+    tmp1 = tl.load(in_out_ptr0 + (x0), xmask)
+    tmp2 = tl_math.abs(tmp0) > 1.5
+    tmp3 = tmp1 + tmp0
+    tl.store(in_out_ptr0 + (x0), tmp3, xmask)
+    tl.store(out_ptr0 + (x0), tmp2, xmask)
+"""
+
+
+@pytest.mark.parametrize(
+    "values, change, loads",
+    [
+        ("in_ptr0", None, True),
+        # The kernel stores new values there after loading them: the selection takes
+        # the stored ones.
+        ("in_out_ptr0", None, False),
+        # Loaded at another element than the tile's own.
+        ("in_ptr0", ("in_ptr0 + (x0)", "in_ptr0 + (x0 // 2)"), False),
+        ("in_ptr0", ("in_ptr0 + (x0)", "in_ptr0 + (xnumel - 1 - x0)"), False),
+        (None, None, False),
+    ],
+    ids=["its input", "a buffer it stores", "halved index", "reversed index", "nonzero"],
+)
+def test_values_are_taken_from_the_kernels_load_only_at_their_own_elements(values, change, loads):
+    """``masked_select(v, pred)`` writes ``v`` from the kernel's registers only where the
+    kernel loads ``v`` at each element of the tile, and stores nothing there."""
+    source = SELECTING_KERNEL if change is None else SELECTING_KERNEL.replace(*change)
+    assert change is None or source != SELECTING_KERNEL
+    fused = predicate_source.fused_source(source, "out_ptr0", ["xnumel"], values)
+    assert fused is not None and fused.stores
+    assert fused.loads_values is loads
+    assert ("ifx_keep, tmp0" in fused.source) is loads, fused.source
+
+
 _COMPILE_FOR_A_GPU = """
 import importlib.util, json, sys
 import triton
@@ -371,7 +420,9 @@ for index, (path, values_type) in enumerate(json.loads(sys.argv[1])):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     (fn,) = (v for k, v in vars(module).items() if k.startswith("ifx_fused_"))
-    constants = {"XBLOCK": shape["BLOCK"], "WINDOW": shape["WINDOW"]}
+    stores = "tl.store" in open(path).read()
+    constants = {"XBLOCK": shape["SINGLE_BLOCK" if stores else "BLOCK"], "WINDOW": shape["WINDOW"]}
+    constants["TILES"] = 1 if stores else shape["TILES"]
     constants["VALUES"] = values_type != "*i64"
     signature = {}
     for name in fn.arg_names:
@@ -413,12 +464,15 @@ def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
     ):
         (fused,) = fused_nodes(ifx.compile(program, kept(3 * BLOCK + 5, 700), dynamic=True))
         path = tmp_path / f"{program.__name__}.py"
-        path.write_text(fused.source)
+        path.write_text(fused.source.source)
         forms.append((str(path), values_type))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     # The shape the runner launches them with.
-    shape = {name: getattr(fused_selections, name) for name in ("BLOCK", "WINDOW", "NUM_WARPS")}
+    shape = {
+        name: getattr(fused_selections, name)
+        for name in ("BLOCK", "TILES", "SINGLE_BLOCK", "WINDOW", "NUM_WARPS")
+    }
     done = subprocess.run(
         [sys.executable, "-c", _COMPILE_FOR_A_GPU, json.dumps(forms), json.dumps(shape)],
         capture_output=True,
