@@ -66,15 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     from inductor_fx_unbacked.runner import compaction, fused_selections
 
     quick = args.quick or device == "cpu"
-    saved = (compaction.INTERPRETED, fused_selections.ENABLED)
+    saved = (compaction.INTERPRETED, fused_selections.ENABLED, fused_selections.SMALLEST)
     saved += (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS)
-    # The runner's kernels in Triton's interpreter on CPU (as the tests run them).
-    compaction.INTERPRETED = device == "cpu"
+    # The runner's kernels in Triton's interpreter on CPU (as the tests run them), and
+    # the fused kernel at every size measured.
+    compaction.INTERPRETED, fused_selections.SMALLEST = device == "cpu", 0
     try:
         report = sweep(args, device, quick)
     finally:
-        compaction.INTERPRETED, fused_selections.ENABLED = saved[:2]
-        (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS) = saved[2:]
+        (compaction.INTERPRETED, fused_selections.ENABLED, fused_selections.SMALLEST) = saved[:3]
+        (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS) = saved[3:]
     print(report.text)
     return 0
 

@@ -32,10 +32,14 @@ It fuses only what it proves equal, else leaves the pair as it is:
   contiguous index, with each program taking the ``XBLOCK`` elements at
   ``program_id(0) * XBLOCK``; its other stores (other buffers it writes, read
   later) stay as they are, and then each tile is computed once (one a program);
-- at run time, ``masked_select``'s values have the buffer's shape and are
-  contiguous, there is at least one element, and the kernels run on the device
-  (``compaction.runs_kernels``); any other call launches the predicate kernel as
-  the graph does and calls the compaction after it.
+- the kernel gathers nothing (no load at an address computed from loaded values,
+  as ``mask[index]`` does): computing such a tile again repeats its scattered
+  loads, and on an H100 the fused call took 1.36 times the unfused one's device
+  time for ``edges_between_kept_nodes`` (``benchmarks/realistic_cases.py``);
+- at run time, there are more than :data:`SMALLEST` elements, ``masked_select``'s
+  values have the buffer's shape and are contiguous, and the kernels run on the
+  device (``compaction.runs_kernels``); any other call launches the predicate kernel
+  as the graph does and calls the compaction after it.
 """
 
 from __future__ import annotations
@@ -56,13 +60,14 @@ from .predicate_source import PREFIX, FusedSource, fused_source
 aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 
-#: Whether lowering fuses selections: off by default. On an H100 the fused kernel
-#: takes 0.53 to 0.91 of eager's time for ``masked_select`` (the unfused runner 0.66
-#: to 0.98) and 0.95 to 1.26 for ``nonzero`` (unfused 1.02 to 1.32) from 4M to 256M
-#: elements, but in the realistic programs it lost at 64M and won at 256M
-#: (``results/2026-12-07-h100-fused-selection-6ed36af.md``): not a win to turn on
-#: for everyone. The tests and ``benchmarks.fused_selection_tuning`` turn it on;
-#: set it before compiling to use it.
+#: Whether lowering fuses selections: off by default. On an H100, in the realistic
+#: programs at 64M and 256M elements, fused calls took 0.90 to 1.00 of eager's time
+#: for ``nonzero(x > 0.5)`` (unfused 1.04 to 1.05) and 0.46 to 0.54 for
+#: ``masked_select`` (unfused 0.66 to 0.67;
+#: ``results/2026-12-07-h100-realistic-fused-8774b03.md``). It stays off because a
+#: fused result's storage holds as many elements as the input (the module
+#: docstring): ``nonzero`` of 256M elements keeps 2 GB where eager's result keeps
+#: 8 bytes per kept element. Set it before compiling where that memory is there.
 ENABLED = False
 #: A fused selection's shape: elements per tile, tiles per program (one look-back
 #: each), warps. Its time is mostly latency, so what counts is how many elements
@@ -79,6 +84,12 @@ NUM_WARPS = 4
 SINGLE_BLOCK = 4096
 #: Status words each look-back step reads.
 WINDOW = 32
+#: Fused only over more elements than this. Up to there a call is mostly host time,
+#: and the unfused path overlaps it with the predicate kernel, where the fused one
+#: prepares its single launch first: on an H100 ``sort_kept`` at 4M elements took
+#: 1.12 of eager's time fused against 1.07 unfused, the same device time, where
+#: 64M and more elements won (``results/2026-12-07-h100-realistic-fused-8774b03.md``).
+SMALLEST = compaction.LARGEST
 
 
 def fuse(graph: torch.fx.Graph, kernels: Any) -> None:
@@ -135,7 +146,7 @@ def _fuse(
     fused_kernel = fused_source(
         _source(kernel), written[0], scalars, values_param[0] if len(values_param) == 1 else None
     )
-    if fused_kernel is None:
+    if fused_kernel is None or fused_kernel.gathers:
         return
     names = [name for name in params if name not in (written[0], "XBLOCK")]
     fused = FusedSelection(
@@ -280,7 +291,7 @@ class FusedSelection:
         if device.type == "cuda" and device.index is None:
             # The graph's ``device="cuda"``: the current device, as allocations take it.
             device = torch.device("cuda", torch.cuda.current_device())
-        if not compaction.runs_kernels(device) or not 0 < n < compaction._LIMIT:
+        if not compaction.runs_kernels(device) or not SMALLEST < n < compaction._LIMIT:
             return False
         if values is None:
             return True

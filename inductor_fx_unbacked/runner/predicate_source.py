@@ -67,12 +67,14 @@ _MASKS = {
 class FusedSource(NamedTuple):
     """A fused kernel's module, and what its predicate kernel does besides: whether
     it stores other buffers (its body then runs once per element: one tile a
-    program), and whether it loads the selected values itself (then written from
-    its registers)."""
+    program), whether it loads the selected values itself (then written from its
+    registers), and whether it gathers (loads at an address computed from values it
+    loaded, as an indirect index does)."""
 
     source: str
     stores: bool
     loads_values: bool
+    gathers: bool
 
 
 def fused_source(
@@ -165,7 +167,7 @@ for ifx_t in range(1, TILES):
     ]
     tree.body = [tile, fn]
     source = f"{_HEADER}\n\n\n{ast.unparse(ast.fix_missing_locations(tree))}\n"
-    return FusedSource(source, bool(stores), loaded is not None)
+    return FusedSource(source, bool(stores), loaded is not None, _gathers(body))
 
 
 def _constexpr(name: str) -> ast.arg:
@@ -225,6 +227,25 @@ def _stored_predicate(statement: ast.stmt, mask_param: str, body: list[ast.stmt]
     if index != "xindex" and not any(ast.unparse(s) == contiguous for s in body):
         return None
     return value
+
+
+def _gathers(body: list[ast.stmt]) -> bool:
+    """Whether a load of ``body`` (straight-line code) reads at an address computed
+    from loaded values: the names assigned a load, or anything computed from one,
+    are data; an address that mentions data is a gather."""
+    data: set[str] = set()
+    for statement in body:
+        value = statement.value
+        loads = [node for node in ast.walk(value) if _called(node) == "tl.load"]
+        if any(_reads(load.args[0], data) for load in loads if load.args):
+            return True
+        if isinstance(statement, ast.Assign) and (loads or _reads(value, data)):
+            data.add(statement.targets[0].id)
+    return False
+
+
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
 
 
 def _mentions(statement: ast.stmt, name: str) -> bool:

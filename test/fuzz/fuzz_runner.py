@@ -401,11 +401,13 @@ def standalone(source: str, mode: str, comment: str) -> str:
 def use_runner_kernels() -> None:
     """The runner's own kernels where the tests run them: its compactions in Triton's
     interpreter too (``compaction.INTERPRETED``), and the fused selections, off by
-    default (``fused_selections.ENABLED``)."""
+    default (``fused_selections.ENABLED``), at every size (the fuzzer's are below
+    ``fused_selections.SMALLEST``)."""
     from inductor_fx_unbacked.runner import compaction, fused_selections
 
     compaction.INTERPRETED = True
     fused_selections.ENABLED = True
+    fused_selections.SMALLEST = 0
 
 
 def worker(device: str) -> None:

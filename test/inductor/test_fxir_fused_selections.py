@@ -42,6 +42,8 @@ def kernels_run():
         stack.enter_context(ifx.fx_backend(DEVICE))
         stack.enter_context(mock.patch.object(compaction, "INTERPRETED", True))
         stack.enter_context(mock.patch.object(fused_selections, "ENABLED", True))
+        # Every size: the tests' inputs are far below the size where fusing starts.
+        stack.enter_context(mock.patch.object(fused_selections, "SMALLEST", 0))
         yield
 
 
@@ -239,9 +241,11 @@ def test_values_that_the_predicate_kernel_computes_too():
     assert calls == {"fused": len(CASES), "unfused": 0}
 
 
-def test_a_predicate_of_gathered_values_with_bounds_checks():
+def test_a_predicate_of_gathered_values_is_not_fused():
     """PyG's ``subgraph``: a predicate that gathers by indices (Inductor checks their
-    bounds in the kernel), read by two selections that share one ``nonzero``."""
+    bounds in the kernel), read by two selections that share one ``nonzero``. A fused
+    kernel would gather each tile twice (``fused_selections``: slower on a GPU), so
+    the pair runs as the graph says."""
 
     def edges_between_kept_nodes(edge_index, edge_weight, node_mask):
         edge_mask = node_mask[edge_index[0]] & node_mask[edge_index[1]]
@@ -258,17 +262,60 @@ def test_a_predicate_of_gathered_values_with_bounds_checks():
     artifact = ifx.compile(
         edges_between_kept_nodes, *inputs(500, 3 * BLOCK + 5, 0.7, 0), dynamic=True
     )
-    assert len(fused_nodes(artifact)) == 1
-    with counting() as calls:
-        for args in (
-            inputs(500, 3 * BLOCK + 5, 0.4, 1),
-            inputs(40, 9, 0.0, 2),
-            inputs(40, 9, 1.0, 3),
-        ):
-            got, expected = artifact(*args), edges_between_kept_nodes(*args)
-            # Inductor's own layouts for the gathered columns (as unfused).
-            torch.testing.assert_close(got, expected, rtol=0, atol=0)
-    assert calls == {"fused": 3, "unfused": 0}
+    assert not fused_nodes(artifact)
+    assert any(n.target is aten.nonzero.default for n in artifact.graph.graph.nodes)
+    for args in (
+        inputs(500, 3 * BLOCK + 5, 0.4, 1),
+        inputs(40, 9, 0.0, 2),
+        inputs(40, 9, 1.0, 3),
+    ):
+        got, expected = artifact(*args), edges_between_kept_nodes(*args)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+_GATHERING = """
+def kernel(in_ptr0, in_ptr1, out_ptr0, ks0, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (ks0 + x0), xmask)
+    tmp1 = tmp0 + ks0
+    tmp2 = tl.where(tmp0 < 0, tmp1, tmp0)
+    tl.device_assert((0 <= tmp2) & (tmp2 < ks0), "index out of bounds: 0 <= tmp2 < ks0")
+    tmp3 = tl.load(in_ptr1 + (tmp2), xmask)
+    tl.store(out_ptr0 + (x0), tmp3, xmask)
+"""
+
+
+@pytest.mark.parametrize(
+    "change, gathers",
+    [
+        (None, True),
+        # The bounds check's operand, not a load's address: no gather.
+        (("in_ptr1 + (tmp2)", "in_ptr1 + (x0)"), False),
+        # An address from a parameter and the element's index: no gather.
+        (("in_ptr1 + (tmp2)", "in_ptr1 + (2 * ks0 + x0)"), False),
+    ],
+)
+def test_a_load_at_an_address_computed_from_loaded_values_is_a_gather(change, gathers):
+    source = _GATHERING if change is None else _GATHERING.replace(*change)
+    fused = predicate_source.fused_source(source, "out_ptr0", ["ks0", "xnumel"])
+    assert fused is not None and fused.gathers is gathers
+
+
+def test_small_selections_run_unfused_and_larger_ones_fused(monkeypatch):
+    """Up to ``SMALLEST`` elements a call runs as the graph says (host time dominates
+    there), past it fused; both equal eager."""
+    monkeypatch.setattr(fused_selections, "SMALLEST", SPAN)
+    for program in (nonzero_above, select_large):
+        artifact = ifx.compile(program, kept(3 * SPAN, 700), dynamic=True)
+        assert len(fused_nodes(artifact)) == 1
+        with counting() as calls:
+            for n, count in ((SPAN, 3), (SPAN + 1, 5), (3, 1), (2 * SPAN + 7, 0)):
+                x = kept(n, count, seed=n)
+                assert_same_tensor(artifact(x), program(x))
+        assert calls == {"fused": 4, "unfused": 2}
 
 
 def test_what_it_cannot_prove_equal_runs_as_the_graph_does():
