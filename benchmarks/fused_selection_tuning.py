@@ -1,8 +1,9 @@
 """The fused selection's shape (``runner/fused_selections.py``) against eager and the
 unfused runner, by size: ``nonzero(x > 0.5)`` and ``masked_select(g, g.abs() > 1.5)``.
 
-Each way is the same ``ifx.compile`` artifact (one with fusion off), called with
-the fused kernel's tiles per program, elements per tile and warps set before each call; every
+Each way is the same ``ifx.compile`` artifact (one with fusion off, one in two passes),
+called with the one-pass kernel's tiles per program, elements per tile and warps set
+before each call; every
 way's result is checked against eager's first. A call is timed whole (the launch,
 the count read to the host, the allocation), calls interleaved between device
 synchronisations; GB/s counts the input read once and the result written once.
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quick = args.quick or device == "cpu"
     saved = (compaction.INTERPRETED, fused_selections.ENABLED, fused_selections.SMALLEST)
+    saved += (fused_selections.ONE_PASS,)
     saved += (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS)
     # The runner's kernels in Triton's interpreter on CPU (as the tests run them), and
     # the fused kernel at every size measured.
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         report = sweep(args, device, quick)
     finally:
         (compaction.INTERPRETED, fused_selections.ENABLED, fused_selections.SMALLEST) = saved[:3]
-        (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS) = saved[3:]
+        fused_selections.ONE_PASS = saved[3]
+        (fused_selections.TILES, fused_selections.BLOCK, fused_selections.NUM_WARPS) = saved[4:]
     print(report.text)
     return 0
 
@@ -109,9 +112,14 @@ def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
             fused_selections.ENABLED = False
             unfused = ifx.compile(fn, x, dynamic=True)
             fused_selections.ENABLED = True
+            fused_selections.ONE_PASS = False
+            two_passes = ifx.compile(fn, x, dynamic=True)
+            fused_selections.ONE_PASS = True
             fused = ifx.compile(fn, x, dynamic=True)
             expected = fn(x)
             ways: dict[str, Any] = {"eager": fn, "unfused": unfused}
+            shape = f"{fused_selections.PASS_BLOCK}/{fused_selections.PASS_WARPS}"
+            ways[f"two passes {shape}"] = two_passes
             for t, b, w in shapes:
                 ways[f"fused {t}x{b}/{w}"] = shaped(fused, t, b, w)
             for name, way in ways.items():
@@ -128,7 +136,7 @@ def sweep(args: argparse.Namespace, device: str, quick: bool) -> harness.Report:
             best.append(
                 f"best_{fn.__name__}_{n}: {fastest} {ratio:.3f} ({moved / seconds / 1e9:.0f} GB/s)"
             )
-            del ways, times, fused, unfused, expected
+            del ways, times, fused, two_passes, unfused, expected
         del x
         if device == "cuda":
             torch.cuda.empty_cache()

@@ -15,9 +15,9 @@ operator computes (the same values, sizes, strides and dtype) with two Triton
 kernels and one scalar copied to the host:
 
 1. per block of :data:`BLOCK` elements, the count of kept elements (the sum of
-   the repeats, or ``-1`` where one is negative); the block that counts last
-   (a ticket that the stream keeps at zero between launches finds it: :func:`_count`)
-   turns the counts into each block's start (an exclusive prefix sum) and
+   the repeats, or ``-1`` where one is negative); the block that counts last (a
+   ticket that the stream keeps at zero between launches finds it:
+   :func:`run_with_ticket`) turns the counts into each block's start (an exclusive prefix sum) and
    writes the total after them (``-1`` where a count was negative);
 2. after the host has read the total and allocated the result, each
    block writes its kept elements (their indices, their values, or each index
@@ -60,18 +60,8 @@ BLOCK = 4096
 CHUNK = 1024
 
 _DTYPES = frozenset(
-    {
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-    }
+    (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    + (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 )
 _LIMIT = 2**31 - BLOCK
 #: The most elements ``nonzero`` takes; larger inputs go to ATen's operator. On a
@@ -250,9 +240,17 @@ def runs_kernels(device: torch.device) -> bool:
 _TICKETS: dict[tuple[int, int], torch.Tensor] = {}
 
 
-def _count(call: _Call, name: str, blocks: int, x: torch.Tensor, work: torch.Tensor) -> None:
-    """Launch the count kernel ``name`` over ``x``'s ``blocks`` (``work`` takes its
-    results) with the ticket that finds the block that counts last.
+def run_with_ticket(
+    call: _Call,
+    kernel: Any,
+    constexprs: dict,
+    blocks: int,
+    before: tuple[Any, ...],
+    after: tuple[Any, ...],
+) -> None:
+    """``kernel[(blocks,)](*before, ticket, *after, **constexprs)``, a kernel whose
+    blocks end in ``compaction_kernels.publish``, with the ticket that finds the
+    block that counts last.
 
     That block is the one whose increment of the ticket returns ``blocks - 1``, so
     the ticket must be 0 when the launch starts. A CUDA stream keeps one ticket
@@ -279,14 +277,14 @@ def _count(call: _Call, name: str, blocks: int, x: torch.Tensor, work: torch.Ten
         if _keeps_ticket(call):
             _TICKETS[key] = ticket
     try:
-        call.launch(name, blocks, x, work, ticket, x.numel(), blocks)
+        call.run(kernel, constexprs, blocks, (*before, ticket, *after))
     except BaseException:
         _TICKETS.pop(key, None)
         raise
 
 
 def _keeps_ticket(call: _Call) -> bool:
-    """Whether a ticket made for ``call`` is its stream's (:func:`_count`)."""
+    """Whether a ticket made for ``call`` is its stream's (:func:`run_with_ticket`)."""
     return call.stream is not None and not torch.cuda.is_current_stream_capturing()
 
 
@@ -295,7 +293,7 @@ def _starts(call: _Call, count: str, x: torch.Tensor) -> tuple[torch.Tensor, int
     total, or -1 where a count was negative), the blocks, the total."""
     blocks = -(-x.numel() // BLOCK)
     work = call.empty((blocks + 1,), (1,), torch.int64)
-    _count(call, count, blocks, x, work)
+    run_with_ticket(call, *_kernels()[count], blocks, (x, work), (x.numel(), blocks))
     (total,) = _read(work, blocks, 1)
     return work, blocks, total
 
@@ -380,7 +378,7 @@ def unique(
     n = x.numel()
     blocks = -(-n // BLOCK)
     work = call.empty((2 * blocks + 2,), (1,), torch.int64)
-    _count(call, "min_max", blocks, x, work)
+    run_with_ticket(call, *_kernels()["min_max"], blocks, (x, work), (n, blocks))
     least, greatest = _read(work, 2 * blocks, 2)
     span = greatest - least + 1
     if span > n:

@@ -46,7 +46,7 @@ def block_starts(work_ptr, blocks, CHUNK: tl.constexpr):
 def publish(count, work_ptr, ticket_ptr, blocks, CHUNK: tl.constexpr):
     """Store this block's count; the last block to do so computes the starts.
 
-    The ticket is zero when the launch starts (``compaction._count`` says why):
+    The ticket is zero when the launch starts (``compaction.run_with_ticket`` says why):
     the block whose increment returns ``blocks - 1`` is the last, and its acquire
     sees every count stored before the other blocks' releases. Every block has
     taken its ticket by then, so that block puts it back to zero for the next

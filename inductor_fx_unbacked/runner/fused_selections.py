@@ -1,4 +1,5 @@
-"""A selection by a predicate that Inductor computed just before it, in one pass.
+"""A selection by a predicate that Inductor computed just before it, without the
+predicate's buffer.
 
 ``torch.nonzero(x > t)`` and ``x.masked_select(x.abs() > t)`` reach the graph as a
 pointwise Triton kernel that writes the predicate to a bool buffer, then the
@@ -6,20 +7,25 @@ compaction that reads it (``compaction.py``): the predicate is written and read
 twice, and each compaction pass reads its input again. At 64M elements that is
 several times the bytes the selection needs: the input once, the result once.
 
-:func:`fuse` lowers such a pair (where :data:`ENABLED`) into one call of a kernel
-made from the predicate's own (``predicate_source.py``): each program computes the
-predicate over its :data:`TILES` tiles and counts their kept elements, learns the
-count before it from the programs before it (decoupled look-back), then computes
-each tile again (its input now in L2) and writes the kept elements in order. The
-predicate never reaches memory, and each input byte is read from memory once.
-``masked_select`` of the predicate kernel's own input writes the values that the
-kernel loaded. The count reaches the host as before (one copy, the sync that
-defines the unbacked size).
+:func:`fuse` lowers such a pair (where :data:`ENABLED`) into kernels made from the
+predicate's own (``predicate_source.py``), in two passes by default: the count
+(the predicate kernel's statements, each program counting its kept elements, the
+last one turning the counts into starts, as ``compaction`` does), the total to the
+host (the sync that defines the unbacked size), the result allocated at that
+size, then the write (each program computes its predicate again and writes its
+kept elements from its start). The predicate never reaches memory; the input is
+read twice. ``masked_select`` of the predicate kernel's own input writes the
+values that the write pass loaded.
 
-The result's storage holds as many elements as the input (the count is known only
-after the elements are written): ``nonzero`` returns the ``(count, 1)`` tensor
-with the operator's strides, ``masked_select`` the ``(count,)`` tensor, each at the
-start of that storage, as ``nonzero_static(size=numel)`` keeps its padding.
+With :data:`ONE_PASS`, one kernel: each program computes the predicate over its
+:data:`TILES` tiles and counts their kept elements, learns the count before it
+from the programs before it (decoupled look-back), then computes each tile again
+(its input now in L2) and writes the kept elements in order, so each input byte
+is read from memory once. The count is known only after the elements are written,
+so the result's storage holds as many elements as the input: ``nonzero`` returns
+the ``(count, 1)`` tensor with the operator's strides, ``masked_select`` the
+``(count,)`` tensor, each at the start of that storage, as
+``nonzero_static(size=numel)`` keeps its padding.
 
 It fuses only what it proves equal, else leaves the pair as it is:
 
@@ -31,7 +37,9 @@ It fuses only what it proves equal, else leaves the pair as it is:
   code whose only statement that names the buffer stores the predicate at its
   contiguous index, with each program taking the ``XBLOCK`` elements at
   ``program_id(0) * XBLOCK``; its other stores (other buffers it writes, read
-  later) stay as they are, and then each tile is computed once (one a program);
+  later) stay as they are: the count pass stores them, where each buffer stored is
+  the graph's allocation and not one the kernel loads (the write pass computes the
+  predicate again), and one pass computes each tile once (one a program);
 - the kernel gathers nothing (no load at an address computed from loaded values,
   as ``mask[index]`` does): computing such a tile again repeats its scattered
   loads, and on an H100 the fused call took 1.36 times the unfused one's device
@@ -55,7 +63,7 @@ from torch._inductor.codecache import PyCodeCache
 from ..artifact.facts import value_kind
 from ..codegen import views
 from . import compaction
-from .predicate_source import PREFIX, FusedSource, fused_source
+from .predicate_source import COUNT_PREFIX, PREFIX, WRITE_PREFIX, FusedSource, fused_source
 
 aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
@@ -84,11 +92,21 @@ NUM_WARPS = 4
 SINGLE_BLOCK = 4096
 #: Status words each look-back step reads.
 WINDOW = 32
-#: Fused only over more elements than this. Up to there a call is mostly host time,
-#: and the unfused path overlaps it with the predicate kernel, where the fused one
-#: prepares its single launch first: on an H100 ``sort_kept`` at 4M elements took
-#: 1.12 of eager's time fused against 1.07 unfused, the same device time, where
-#: 64M and more elements won (``results/2026-12-07-h100-realistic-fused-8774b03.md``).
+#: Whether a fused selection takes one pass (a look-back; the result's storage holds
+#: as many elements as the input) or two (a count, the host reads the total and
+#: allocates the result, then the write; each reads the input).
+ONE_PASS = False
+#: The two passes' shape: elements per program, warps (outside Inductor on an H100
+#: the best two-pass shape: 0.48 of eager's time for ``masked_select`` at 64M
+#: elements, 0.44 at 256M, ``results/2026-12-07-h100-selection-kernels-e3b1292.md``).
+PASS_BLOCK = 4096
+PASS_WARPS = 8
+#: Fused only over more elements than this, where the runner's own compaction takes
+#: the unfused pair (``compaction.LARGEST``). Up to there a call is mostly host time:
+#: on an H100 one pass took 1.12 of eager's time for ``sort_kept`` at 4M elements
+#: against 1.07 unfused, the same device time; the unfused path launches the
+#: predicate kernel first and prepares the rest while it runs
+#: (``results/2026-12-07-h100-realistic-fused-8774b03.md``).
 SMALLEST = compaction.LARGEST
 
 
@@ -148,9 +166,13 @@ def _fuse(
     )
     if fused_kernel is None or fused_kernel.gathers:
         return
+    one_pass = ONE_PASS
+    if not one_pass and not _stores_only_new_buffers(fused_kernel, call_kwargs):
+        return
     names = [name for name in params if name not in (written[0], "XBLOCK")]
     fused = FusedSelection(
         fused_kernel,
+        one_pass,
         values is not None,
         kernel,
         (*names, written[0]),
@@ -164,6 +186,18 @@ def _fuse(
     selection.args = (*args, values) if values is not None else args
     selection.kwargs = {}
     graph.erase_node(kernel_node)
+
+
+def _stores_only_new_buffers(source: FusedSource, call_kwargs: dict[str, Any]) -> bool:
+    """Whether the write pass, which computes the predicate again after the count pass
+    stored the kernel's other buffers, reads what it read then: each buffer stored
+    is the graph's own allocation that the kernel does not load."""
+    return not source.stored & source.loaded and all(
+        isinstance(call_kwargs.get(name), torch.fx.Node)
+        and call_kwargs[name].target is torch.empty_strided
+        for name in source.stored
+        if name in call_kwargs
+    )
 
 
 def _source(kernel: Any) -> str:
@@ -231,6 +265,7 @@ class FusedSelection:
     def __init__(
         self,
         source: FusedSource,
+        one_pass: bool,
         select_values: bool,
         original: Any,
         names: tuple[str, ...],
@@ -238,6 +273,7 @@ class FusedSelection:
         device: torch.device,
     ) -> None:
         self.source = source
+        self.one_pass = one_pass
         self.select_values = select_values
         self.original = original
         self.names = names
@@ -246,10 +282,13 @@ class FusedSelection:
         self.__name__ = "fused_masked_select" if select_values else "fused_nonzero"
 
     @functools.cached_property
-    def kernel(self) -> Any:
+    def kernels(self) -> dict[str, Any]:
+        """The one-pass kernel and the two passes', by their names' prefixes."""
         module = PyCodeCache.load(self.source.source)
-        (name,) = (n for n in vars(module) if n.startswith(PREFIX))
-        return getattr(module, name)
+        return {
+            prefix: next(v for n, v in vars(module).items() if n.startswith(prefix))
+            for prefix in (PREFIX, COUNT_PREFIX, WRITE_PREFIX)
+        }
 
     def __call__(
         self, grid: tuple[int, ...], size: tuple[int, ...], stride: tuple[int, ...], *args: Any
@@ -266,6 +305,8 @@ class FusedSelection:
             else compaction._Call(torch.empty((0,), device=self.device))
         )
         dtype = values.dtype if values is not None else torch.int64
+        if not self.one_pass:
+            return self._two_passes(call, inputs, values, n, dtype)
         out = call.empty((n,), (1,), dtype)
         block, tiles = (SINGLE_BLOCK, 1) if self.source.stores else (BLOCK, TILES)
         blocks = -(-n // (block * tiles))
@@ -279,12 +320,42 @@ class FusedSelection:
         if call.stream is not None:
             constexprs["num_warps"] = NUM_WARPS
         selected = values if values is not None else out
-        call.run(self.kernel, constexprs, blocks, (*inputs, work, blocks, n, selected, out))
+        call.run(
+            self.kernels[PREFIX], constexprs, blocks, (*inputs, work, blocks, n, selected, out)
+        )
         (total,) = compaction._read(work, blocks + 1, 1)
         if values is not None:
             return out[:total]
         # ``nonzero``'s layout, at the start of ``out``.
         return out.as_strided((total, 1), call.nonzero_strides(total))
+
+    def _two_passes(
+        self,
+        call: compaction._Call,
+        inputs: tuple[Any, ...],
+        values: Any,
+        n: int,
+        dtype: torch.dtype,
+    ) -> torch.Tensor:
+        """The count pass (each program's kept elements; the last turns them into
+        starts), the total to the host, the result allocated, the write pass."""
+        blocks = -(-n // PASS_BLOCK)
+        work = call.empty((blocks + 1,), (1,), torch.int64)
+        warps = {"num_warps": PASS_WARPS} if call.stream is not None else {}
+        count = {"XBLOCK": PASS_BLOCK, "CHUNK": compaction.CHUNK, **warps}
+        compaction.run_with_ticket(
+            call, self.kernels[COUNT_PREFIX], count, blocks, (*inputs, work), (blocks, n)
+        )
+        (total,) = compaction._read(work, blocks, 1)
+        if values is not None:
+            out = call.empty((total,), (1,), dtype)
+        else:
+            out = call.empty((total, 1), call.nonzero_strides(total), dtype)
+        if total:
+            write = {"XBLOCK": PASS_BLOCK, "VALUES": values is not None, **warps}
+            selected = values if values is not None else out
+            call.run(self.kernels[WRITE_PREFIX], write, blocks, (*inputs, work, n, selected, out))
+        return out
 
     def _covered(self, size: tuple[int, ...], values: Any, n: int) -> bool:
         device = self.device

@@ -23,8 +23,11 @@ import builtins
 import textwrap
 from typing import Any, NamedTuple
 
-#: The start of a fused kernel's name (then the predicate kernel's).
+#: The start of a fused kernel's name (then the predicate kernel's): the one-pass
+#: kernel, and the two passes' count and write kernels.
 PREFIX = "ifx_fused_"
+COUNT_PREFIX = "ifx_count_pass_"
+WRITE_PREFIX = "ifx_write_pass_"
 
 #: The names a predicate's body may read besides its own: those of the modules
 #: Inductor's kernels import, and builtins.
@@ -40,6 +43,7 @@ _HEADER = "\n".join(
         *_MODULES.values(),
         "from inductor_fx_unbacked.runner.compaction_kernels import (",
         "    program_start as ifx_program_start,",
+        "    publish as ifx_publish,",
         "    ticket as ifx_ticket,",
         "    tile_count as ifx_tile_count,",
         "    write_tile as ifx_write_tile,",
@@ -75,6 +79,10 @@ class FusedSource(NamedTuple):
     stores: bool
     loads_values: bool
     gathers: bool
+    #: The parameters the predicate kernel stores through (besides the predicate's)
+    #: and those it loads through.
+    stored: frozenset[str] = frozenset()
+    loaded: frozenset[str] = frozenset()
 
 
 def fused_source(
@@ -165,9 +173,65 @@ for ifx_t in range(1, TILES):
     fn.decorator_list = [
         ast.parse(f"triton.jit(do_not_specialize={unspecialised!r})").body[0].value
     ]
-    tree.body = [tile, fn]
+    # The two passes: the count, by the predicate kernel's own statements (its other
+    # stores among them, each element's once); then the write, which computes the
+    # predicate again without those stores.
+    keep_fn = f"ifx_keep_{tile_fn[len('ifx_tile_') :]}" if stores else tile_fn
+    keep_only = ast.FunctionDef(
+        keep_fn,
+        tile.args,
+        [s for s in tile.body if not (isinstance(s, ast.Expr) and _called(s.value) == "tl.store")],
+        tile.decorator_list,
+        None,
+        type_params=[],
+    )
+    name = fn.name[len(PREFIX) :]
+    args = "".join(f"{p}, " for p in inputs)
+    passes = ast.parse(
+        f"""
+@triton.jit(do_not_specialize={unspecialised!r})
+def {COUNT_PREFIX}{name}(
+    {args}ifx_work, ifx_ticket, ifx_blocks, ifx_n, XBLOCK: tl.constexpr, CHUNK: tl.constexpr
+):
+    ifx_keep, ifx_unused = {tile_fn}({args}tl.program_id(0), XBLOCK)
+    ifx_count = ifx_tile_count(ifx_keep, tl.program_id(0), ifx_n, XBLOCK)
+    ifx_publish(ifx_count, ifx_work, ifx_ticket, ifx_blocks, CHUNK)
+
+
+@triton.jit(do_not_specialize={unspecialised[:-2] + ["ifx_n"]!r})
+def {WRITE_PREFIX}{name}(
+    {args}ifx_work, ifx_n, ifx_values, ifx_out, XBLOCK: tl.constexpr, VALUES: tl.constexpr
+):
+    ifx_keep, ifx_loaded = {keep_fn}({args}tl.program_id(0), XBLOCK)
+    ifx_start = tl.load(ifx_work + tl.program_id(0))
+    ifx_unused = ifx_write_tile(
+        ifx_keep, ifx_loaded, tl.program_id(0), ifx_start, ifx_n, ifx_values, ifx_out,
+        XBLOCK, VALUES, {loaded is not None}, False
+    )
+"""
+    ).body
+    tree.body = [tile, *([keep_only] if stores else []), fn, *passes]
     source = f"{_HEADER}\n\n\n{ast.unparse(ast.fix_missing_locations(tree))}\n"
-    return FusedSource(source, bool(stores), loaded is not None, _gathers(body))
+    return FusedSource(
+        source,
+        bool(stores),
+        loaded is not None,
+        _gathers(body),
+        _pointers(body, "tl.store") & set(inputs),
+        _pointers(body, "tl.load") & set(inputs),
+    )
+
+
+def _pointers(body: list[ast.stmt], called: str) -> frozenset[str]:
+    """The names in the pointer arguments of ``body``'s calls of ``called``."""
+    return frozenset(
+        n.id
+        for statement in body
+        for node in ast.walk(statement)
+        if _called(node) == called and node.args
+        for n in ast.walk(node.args[0])
+        if isinstance(n, ast.Name)
+    )
 
 
 def _constexpr(name: str) -> ast.arg:

@@ -52,13 +52,13 @@ def assert_same_tensor(got: torch.Tensor, expected: torch.Tensor) -> None:
 def counting_launches():
     """A patch that counts the runner's kernel launches."""
     calls = []
-    original = compaction._Call.launch
+    original = compaction._Call.run
 
-    def launch(self, name, *args):
-        calls.append(name)
-        return original(self, name, *args)
+    def run(self, kernel, *args):
+        calls.append(kernel.__name__)
+        return original(self, kernel, *args)
 
-    return calls, mock.patch.object(compaction._Call, "launch", launch)
+    return calls, mock.patch.object(compaction._Call, "run", run)
 
 
 # Sizes around the block: one element, one block, one more, several blocks.
@@ -285,9 +285,9 @@ def test_a_launch_that_raises_takes_its_streams_ticket_with_it():
     not leave a non-zero ticket for the next call on its stream."""
     g = torch.Generator().manual_seed(3)
     mask = torch.rand(3 * BLOCK + 5, generator=g) < 0.5
-    original = compaction._Call.launch
+    original = compaction._Call.run
 
-    def half_launch(self, name, blocks, *args):
+    def half_launch(self, kernel, constexprs, blocks, args):
         args[2].add_(2)  # two blocks took their tickets
         raise RuntimeError("the launch failed")
 
@@ -295,11 +295,11 @@ def test_a_launch_that_raises_takes_its_streams_ticket_with_it():
         assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
         kept = compaction._TICKETS[key]
         assert kept.item() == 0  # put back by the last block
-        with mock.patch.object(compaction._Call, "launch", half_launch):
+        with mock.patch.object(compaction._Call, "run", half_launch):
             with pytest.raises(RuntimeError, match="the launch failed"):
                 compaction.nonzero(mask)
         assert key not in compaction._TICKETS and kept.item() == 2
-        assert original is compaction._Call.launch
+        assert original is compaction._Call.run
         assert_same_tensor(compaction.nonzero(mask), aten.nonzero.default(mask))
         assert compaction._TICKETS[key] is not kept and compaction._TICKETS[key].item() == 0
 

@@ -36,9 +36,10 @@ SPAN = fused_selections.BLOCK * fused_selections.TILES
 aten = torch.ops.aten
 
 
-@pytest.fixture(autouse=True)
-def kernels_run():
+@pytest.fixture(autouse=True, params=[False, True], ids=["two passes", "one pass"])
+def kernels_run(request):
     with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(fused_selections, "ONE_PASS", request.param))
         stack.enter_context(ifx.fx_backend(DEVICE))
         stack.enter_context(mock.patch.object(compaction, "INTERPRETED", True))
         stack.enter_context(mock.patch.object(fused_selections, "ENABLED", True))
@@ -363,6 +364,28 @@ def test_through_torch_compile_and_after_a_warm_start():
     assert calls == {"fused": 4, "unfused": 0}
 
 
+def test_a_predicate_kernel_that_writes_an_input_fuses_in_one_pass_only():
+    """``out.copy_(x * 2 - 1)`` beside ``nonzero(x > 0.5)``: Inductor's predicate kernel
+    stores into the graph's input too. Two passes store it in the count and compute
+    the predicate again in the write, which they do only where the buffers stored are
+    the graph's own (what the kernel reads is then what it read before); one pass
+    computes each element once."""
+
+    def doubled_into(x, out):
+        out.copy_(x * 2 - 1)
+        return torch.nonzero(x > 0.5)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(doubled_into, dynamic=True, fullgraph=True)
+    with counting() as calls:
+        for n, count in ((3 * BLOCK + 5, 600), (40, 3)):
+            x = kept(n, count, seed=count)
+            out, expected_out = torch.empty(n, device=DEVICE), torch.empty(n, device=DEVICE)
+            assert_same_tensor(compiled(x, out), doubled_into(x, expected_out))
+            assert torch.equal(out, expected_out)
+    assert calls == {"fused": 2 if fused_selections.ONE_PASS else 0, "unfused": 0}
+
+
 KERNEL = """
 def triton_poi_fused_gt_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
@@ -466,27 +489,34 @@ for index, (path, values_type) in enumerate(json.loads(sys.argv[1])):
     spec = importlib.util.spec_from_file_location(f"fused_{index}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    (fn,) = (v for k, v in vars(module).items() if k.startswith("ifx_fused_"))
     stores = "tl.store" in open(path).read()
-    constants = {"XBLOCK": shape["SINGLE_BLOCK" if stores else "BLOCK"], "WINDOW": shape["WINDOW"]}
-    constants["TILES"] = 1 if stores else shape["TILES"]
-    constants["VALUES"] = values_type != "*i64"
-    signature = {}
-    for name in fn.arg_names:
-        if name in constants:
-            signature[name] = "constexpr"
-        elif name in ("ifx_values", "ifx_out"):
-            signature[name] = values_type
-        elif name == "ifx_work":
-            signature[name] = "*i64"
-        elif "ptr" in name:
-            signature[name] = "*fp32"
-        else:
-            signature[name] = "i32"
-    source = ASTSource(fn, signature, constexprs=constants)
-    target = GPUTarget("cuda", 90, 32)
-    kernel = triton.compile(source, target=target, options={"num_warps": shape["NUM_WARPS"]})
-    compiled.append(sorted(kernel.asm))
+    one_pass = {"XBLOCK": shape["SINGLE_BLOCK" if stores else "BLOCK"], "WINDOW": shape["WINDOW"]}
+    one_pass["TILES"] = 1 if stores else shape["TILES"]
+    one_pass["VALUES"] = values_type != "*i64"
+    count = {"XBLOCK": shape["PASS_BLOCK"], "CHUNK": shape["CHUNK"]}
+    write = {"XBLOCK": shape["PASS_BLOCK"], "VALUES": values_type != "*i64"}
+    for prefix, constants, warps in (
+        ("ifx_fused_", one_pass, shape["NUM_WARPS"]),
+        ("ifx_count_pass_", count, shape["PASS_WARPS"]),
+        ("ifx_write_pass_", write, shape["PASS_WARPS"]),
+    ):
+        (fn,) = (v for k, v in vars(module).items() if k.startswith(prefix))
+        signature = {}
+        for name in fn.arg_names:
+            if name in constants:
+                signature[name] = "constexpr"
+            elif name in ("ifx_values", "ifx_out"):
+                signature[name] = values_type
+            elif name in ("ifx_work", "ifx_ticket"):
+                signature[name] = "*i64"
+            elif "ptr" in name:
+                signature[name] = "*fp32"
+            else:
+                signature[name] = "i32"
+        source = ASTSource(fn, signature, constexprs=constants)
+        target = GPUTarget("cuda", 90, 32)
+        kernel = triton.compile(source, target=target, options={"num_warps": warps})
+        compiled.append(sorted(kernel.asm))
 print(json.dumps(compiled))
 """
 
@@ -495,8 +525,8 @@ print(json.dumps(compiled))
 @pytest.mark.skipif(DEVICE == "cuda", reason="a GPU runs the kernels themselves")
 def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
     """CI has no GPU, and Triton's interpreter checks no types: Triton's compiler
-    (with its ptxas) compiles each form of the fused kernel for an H100 here, in a
-    process without the interpreter."""
+    (with its ptxas) compiles each form of the fused kernels (one pass; the count and
+    the write of two) for an H100 here, in a process without the interpreter."""
     pytest.importorskip("triton.backends.nvidia")
 
     def select_computed(x):
@@ -518,8 +548,12 @@ def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
     # The shape the runner launches them with.
     shape = {
         name: getattr(fused_selections, name)
-        for name in ("BLOCK", "TILES", "SINGLE_BLOCK", "WINDOW", "NUM_WARPS")
+        for name in (
+            *("BLOCK", "TILES", "SINGLE_BLOCK", "WINDOW", "NUM_WARPS", "PASS_BLOCK"),
+            "PASS_WARPS",
+        )
     }
+    shape["CHUNK"] = compaction.CHUNK
     done = subprocess.run(
         [sys.executable, "-c", _COMPILE_FOR_A_GPU, json.dumps(forms), json.dumps(shape)],
         capture_output=True,
@@ -529,7 +563,7 @@ def test_the_fused_kernels_compile_for_a_gpu(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     compiled = json.loads(done.stdout.splitlines()[-1])
-    assert len(compiled) == 3 and all("cubin" in asm for asm in compiled), compiled
+    assert len(compiled) == 9 and all("cubin" in asm for asm in compiled), compiled
 
 
 @triton.jit
@@ -599,7 +633,8 @@ def test_the_graphs_cuda_device_is_the_current_one(monkeypatch):
     monkeypatch.setattr(compaction, "runs_kernels", lambda device: not asked.append(device))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
     names = ("in_ptr0", "out_ptr0")
-    fused = fused_selections.FusedSelection("", True, None, names, 1024, torch.device("cuda"))
+    cuda = torch.device("cuda")
+    fused = fused_selections.FusedSelection("", False, True, None, names, 1024, cuda)
 
     def values(index):
         return SimpleNamespace(
