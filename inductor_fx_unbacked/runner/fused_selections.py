@@ -69,13 +69,15 @@ aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 
 #: Whether lowering fuses selections: off by default. On an H100, in the realistic
-#: programs at 64M and 256M elements, fused calls took 0.90 to 1.00 of eager's time
-#: for ``nonzero(x > 0.5)`` (unfused 1.04 to 1.05) and 0.46 to 0.54 for
+#: programs at 64M and 256M elements, one pass took 0.90 to 1.00 of eager's time for
+#: ``nonzero(x > 0.5)`` (unfused 1.04 to 1.05) and 0.46 to 0.54 for
 #: ``masked_select`` (unfused 0.66 to 0.67;
-#: ``results/2026-12-07-h100-realistic-fused-8774b03.md``). It stays off because a
-#: fused result's storage holds as many elements as the input (the module
-#: docstring): ``nonzero`` of 256M elements keeps 2 GB where eager's result keeps
-#: 8 bytes per kept element. Set it before compiling where that memory is there.
+#: ``results/2026-12-07-h100-realistic-fused-8774b03.md``), but its result holds as
+#: many elements as the input. Two passes hold what eager's result holds; outside
+#: Inductor they took 5 to 10% more than one pass
+#: (``results/2026-12-07-h100-selection-kernels-e3b1292.md``), and in the package
+#: they have not run on a GPU yet: measure them there before this turns on. Set it
+#: before compiling.
 ENABLED = False
 #: A fused selection's shape: elements per tile, tiles per program (one look-back
 #: each), warps. Its time is mostly latency, so what counts is how many elements
