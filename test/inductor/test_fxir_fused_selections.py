@@ -386,6 +386,34 @@ def test_a_predicate_kernel_that_writes_an_input_fuses_in_one_pass_only():
     assert calls == {"fused": 2 if fused_selections.ONE_PASS else 0, "unfused": 0}
 
 
+_IN_PLACE = """
+def kernel(in_out_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_out_ptr0 + (x0), xmask)
+    tmp1 = tmp0 * 2.0
+    tmp2 = tmp1 > 0.5
+    tl.store(in_out_ptr0 + (x0), tmp1, xmask)
+    tl.store(out_ptr0 + (x0), tmp2, xmask)
+"""
+
+
+def test_two_passes_leave_alone_a_kernel_that_updates_what_it_loads():
+    """Inductor's in-place buffer (``in_out_ptr``): the count pass would double it, then
+    the write pass would compute the predicate of the doubled values."""
+    fused = predicate_source.fused_source(_IN_PLACE, "out_ptr0", ["xnumel"])
+    assert fused is not None and fused.stored == fused.loaded == {"in_out_ptr0"}
+    graph = torch.fx.Graph()
+    allocation = graph.call_function(torch.empty_strided, ((8,), (1,)))
+    assert not fused_selections._stores_only_new_buffers(fused, {"in_out_ptr0": allocation})
+    other = fused._replace(loaded=frozenset())
+    assert fused_selections._stores_only_new_buffers(other, {"in_out_ptr0": allocation})
+    placeholder = graph.placeholder("x")
+    assert not fused_selections._stores_only_new_buffers(other, {"in_out_ptr0": placeholder})
+
+
 KERNEL = """
 def triton_poi_fused_gt_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
