@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -112,18 +113,20 @@ PASS_WARPS = 8
 SMALLEST = compaction.LARGEST
 
 
-def fuse(graph: torch.fx.Graph, kernels: Any) -> None:
+def fuse(graph: torch.fx.Graph, kernels: Any, kernel_call: Callable[..., Any]) -> None:
     """Replace each predicate kernel and the selection after it by one fused call
-    (the module docstring says which), where :data:`ENABLED`."""
+    (the module docstring says which), where :data:`ENABLED`. ``kernel_call(node,
+    kernels)`` gives how a kernel node launches from Python (``lowering.KernelCall``):
+    a call that does not fuse launches the predicate kernel with it."""
     if not ENABLED:
         return
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
         if node.target is aten.nonzero.default and len(node.args) == 1 and not node.kwargs:
-            _fuse(graph, node, node.args[0], None, kernels)
+            _fuse(graph, node, node.args[0], None, kernels, kernel_call)
         elif node.target is aten.masked_select.default and len(node.args) == 2:
-            _fuse(graph, node, node.args[1], node.args[0], kernels)
+            _fuse(graph, node, node.args[1], node.args[0], kernels, kernel_call)
 
 
 def _fuse(
@@ -132,6 +135,7 @@ def _fuse(
     mask: Any,
     values: Any,
     kernels: Any,
+    kernel_call: Callable[..., Any],
 ) -> None:
     allocation = _bool_allocation(mask)
     if allocation is None or values is mask or (values is None and len(allocation[0]) != 1):
@@ -176,7 +180,7 @@ def _fuse(
         fused_kernel,
         one_pass,
         values is not None,
-        kernel,
+        kernel_call(kernel_node, kernels),
         (*names, written[0]),
         call_kwargs["XBLOCK"],
         torch.device(mask.kwargs.get("device", "cpu")),
@@ -257,10 +261,12 @@ def _reads_tensor(node: torch.fx.Node) -> bool:
 
 
 class FusedSelection:
-    """``nonzero(mask)`` or ``masked_select(values, mask)`` where the predicate kernel
-    ``original`` writes ``mask``, in one launch of the kernel that ``source``
-    defines. Called with the kernel's grid, the mask's size and stride, the
-    kernel's other arguments (``names`` but the last, the mask's), then the values."""
+    """``nonzero(mask)`` or ``masked_select(values, mask)`` where a predicate kernel
+    writes ``mask``, in the kernels that ``source`` defines (one pass or two). Called
+    with the kernel's grid, the mask's size and stride, the kernel's other arguments
+    (``names`` but the last, the mask's), then the values. A call that it does not
+    cover runs ``unfused(grid, arguments)`` (the predicate kernel as the graph
+    launches it) and the compaction."""
 
     __module__ = __name__
 
@@ -269,7 +275,7 @@ class FusedSelection:
         source: FusedSource,
         one_pass: bool,
         select_values: bool,
-        original: Any,
+        unfused: Callable[[tuple[int, ...], dict[str, Any]], None],
         names: tuple[str, ...],
         xblock: int,
         device: torch.device,
@@ -277,7 +283,7 @@ class FusedSelection:
         self.source = source
         self.one_pass = one_pass
         self.select_values = select_values
-        self.original = original
+        self.unfused = unfused
         self.names = names
         self.xblock = xblock
         self.device = device
@@ -388,8 +394,7 @@ class FusedSelection:
         compaction."""
         mask = torch.empty_strided(size, stride, dtype=torch.bool, device=self.device)
         if n:
-            kwargs = dict(zip(self.names, (*inputs, mask)))
-            self.original[grid](**kwargs, XBLOCK=self.xblock)
+            self.unfused(grid, {**dict(zip(self.names, (*inputs, mask))), "XBLOCK": self.xblock})
         if values is None:
             return compaction.nonzero(mask)
         return compaction.masked_select(values, mask)

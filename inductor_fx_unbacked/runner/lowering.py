@@ -84,7 +84,7 @@ def lower(gm: torch.fx.GraphModule, kernels: Kernels | None = None) -> torch.fx.
     output = graph.graph_copy(gm.graph, {})
     graph.output(output)
     streams: dict[Any, torch.fx.Node] = {}
-    fused_selections.fuse(graph, kernels)
+    fused_selections.fuse(graph, kernels, KernelCall)
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
@@ -168,10 +168,29 @@ def _lower_triton_kernel(
     graph: torch.fx.Graph, node: torch.fx.Node, streams: dict[Any, torch.fx.Node], kernels: Kernels
 ) -> None:
     kwargs = dict(node.kwargs)
-    kernel_idx = kwargs["kernel_idx"]
     call_kwargs = {**kwargs["kwargs"], **kernels.constant_args_of(kwargs["constant_args_idx"])}
     (grid,) = kwargs["grid"]
-    tuner = kernels.tuner(kernel_idx)
+    tuner = _precompiled_tuner(kwargs, kernels)
+    if tuner is None:
+        names = list(call_kwargs)
+        launch = _InterpretedLaunch(kernels.kernel(kwargs["kernel_idx"]), names)
+        _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
+        _compat.rename_node(node, launch.__name__)
+        return
+    args = _launcher_args(tuner, call_kwargs, grid)
+    current_stream, index = _stream_of(tuner)
+    if (current_stream, index) not in streams:
+        # Launches run in graph order, so the first one's stream serves the rest.
+        with graph.inserting_before(node):
+            streams[current_stream, index] = graph.call_function(current_stream, (index,))
+    _replace(node, Launch(tuner, tuner.fn.__name__), (streams[current_stream, index], *args))
+    _compat.rename_node(node, tuner.fn.__name__)
+
+
+def _precompiled_tuner(kwargs: dict[str, Any], kernels: Kernels) -> Any:
+    """The autotuner whose precompiled launchers launch a kernel node with ``kwargs``;
+    None where the node launches through Triton's JIT (``_InterpretedLaunch``)."""
+    tuner = kernels.tuner(kwargs["kernel_idx"])
     if (
         tuner is None
         or not _has_precompiled_launchers(tuner)
@@ -179,25 +198,49 @@ def _lower_triton_kernel(
         or kwargs["tma_descriptor_metadata"]
         or kwargs.get("launch_kwargs")
     ):
-        names = list(call_kwargs)
-        launch = _InterpretedLaunch(kernels.kernel(kernel_idx), names)
-        _replace(node, launch, (tuple(grid), *(call_kwargs[name] for name in names)))
-        _compat.rename_node(node, launch.__name__)
-        return
+        return None
+    return tuner
+
+
+def _launcher_args(tuner: Any, call_kwargs: dict[str, Any], grid: Sequence[Any]) -> tuple[Any, ...]:
     extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
     values = {**call_kwargs, **extra}
     # Every config of a kernel takes the same launcher arguments.
-    arg_names = launcher_arg_names(_compat.launchers(tuner)[0])
-    args = tuple(values[name] for name in arg_names)
-    current_stream = tuner.get_device_interface().get_raw_stream
+    return tuple(values[name] for name in launcher_arg_names(_compat.launchers(tuner)[0]))
+
+
+def _stream_of(tuner: Any) -> tuple[Callable[[int], int], int]:
+    """The function that gives a device's current stream, and the kernel's device."""
     device = tuner.triton_meta.get("device", 0)
     index = device if isinstance(device, int) else getattr(device, "index", None) or 0
-    if (current_stream, index) not in streams:
-        # Launches run in graph order, so the first one's stream serves the rest.
-        with graph.inserting_before(node):
-            streams[current_stream, index] = graph.call_function(current_stream, (index,))
-    _replace(node, Launch(tuner, tuner.fn.__name__), (streams[current_stream, index], *args))
-    _compat.rename_node(node, tuner.fn.__name__)
+    return tuner.get_device_interface().get_raw_stream, index
+
+
+class KernelCall:
+    """A kernel node's launch with the grid and arguments given at each call, as
+    lowering launches the node itself: through the precompiled launchers where it
+    has them, else Triton's JIT. What a fused selection runs where it does not fuse
+    (``fused_selections.FusedSelection``): Triton's JIT would add tens of µs of host
+    time to each call."""
+
+    __module__ = __name__
+
+    def __init__(self, node: torch.fx.Node, kernels: Kernels) -> None:
+        kwargs = dict(node.kwargs)
+        self.tuner = _precompiled_tuner(kwargs, kernels)
+        if self.tuner is None:
+            self.launch: Any = _InterpretedLaunch(kernels.kernel(kwargs["kernel_idx"]), ())
+        else:
+            self.launch = Launch(self.tuner, self.tuner.fn.__name__)
+            self.current_stream, self.index = _stream_of(self.tuner)
+
+    def __call__(self, grid: tuple[Any, ...], arguments: dict[str, Any]) -> None:
+        """Launch over ``grid`` with ``arguments``, every argument of the kernel by name."""
+        if self.tuner is None:
+            self.launch.kernel[grid](**arguments)
+            return
+        args = _launcher_args(self.tuner, arguments, grid)
+        self.launch(self.current_stream(self.index), *args)
 
 
 def launcher_args_are_the_grid(inductor_meta: dict[str, Any]) -> bool:

@@ -25,8 +25,9 @@ import triton
 import triton.language as tl
 
 import inductor_fx_unbacked as ifx
-from inductor_fx_unbacked.runner import compaction, fused_selections, predicate_source
+from inductor_fx_unbacked.runner import compaction, fused_selections, lowering, predicate_source
 from inductor_fx_unbacked.runner.compaction_kernels import look_back
+from inductor_fx_unbacked.runner.tuning import Launch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROOT = Path(__file__).resolve().parents[2]
@@ -317,6 +318,38 @@ def test_small_selections_run_unfused_and_larger_ones_fused(monkeypatch):
                 x = kept(n, count, seed=n)
                 assert_same_tensor(artifact(x), program(x))
         assert calls == {"fused": 4, "unfused": 2}
+
+
+def test_a_call_it_does_not_fuse_launches_the_predicate_kernel_as_the_graph_does(monkeypatch):
+    """Unfused, the predicate kernel launches as lowering launches any kernel: on a
+    GPU through its precompiled launcher, never Triton's JIT (tens of µs of host time
+    a call, where unfused calls are the small ones), in Triton's interpreter as the
+    graph does."""
+    monkeypatch.setattr(fused_selections, "SMALLEST", 1 << 40)
+    jit_runs = []
+    run = triton.runtime.jit.JITFunction.run
+
+    def counted_run(self, *args, **kwargs):
+        jit_runs.append(self)
+        return run(self, *args, **kwargs)
+
+    for program in (nonzero_above, select_large):
+        artifact = ifx.compile(program, kept(3 * SPAN, 700), dynamic=True)
+        (fused,) = fused_nodes(artifact)
+        assert isinstance(fused.unfused, lowering.KernelCall)
+        precompiled = fused.unfused.tuner is not None
+        assert isinstance(fused.unfused.launch, Launch) is precompiled
+        assert precompiled is (DEVICE == "cuda")
+        with (
+            counting() as calls,
+            mock.patch.object(triton.runtime.jit.JITFunction, "run", counted_run),
+        ):
+            for n, count in ((SPAN, 3), (2 * SPAN + 7, 0), (3, 3)):
+                x = kept(n, count, seed=n)
+                assert_same_tensor(artifact(x), program(x))
+        assert calls == {"fused": 3, "unfused": 3}
+        if precompiled:
+            assert not [k for k in jit_runs if "poi" in k.__name__]
 
 
 def test_what_it_cannot_prove_equal_runs_as_the_graph_does():
