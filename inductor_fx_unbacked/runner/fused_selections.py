@@ -116,8 +116,9 @@ SMALLEST = compaction.LARGEST
 def fuse(graph: torch.fx.Graph, kernels: Any, kernel_call: Callable[..., Any]) -> None:
     """Replace each predicate kernel and the selection after it by one fused call
     (the module docstring says which), where :data:`ENABLED`. ``kernel_call(node,
-    kernels)`` gives how a kernel node launches from Python (``lowering.KernelCall``):
-    a call that does not fuse launches the predicate kernel with it."""
+    kernels, names)`` gives how a kernel node launches from Python with the values of
+    ``names`` (``lowering.KernelCall``): a call that does not fuse launches the
+    predicate kernel with it."""
     if not ENABLED:
         return
     for node in list(graph.nodes):
@@ -180,9 +181,8 @@ def _fuse(
         fused_kernel,
         one_pass,
         values is not None,
-        kernel_call(kernel_node, kernels),
+        kernel_call(kernel_node, kernels, (*names, written[0])),
         (*names, written[0]),
-        call_kwargs["XBLOCK"],
         torch.device(mask.kwargs.get("device", "cpu")),
     )
     (grid,) = kwargs["grid"]
@@ -265,8 +265,8 @@ class FusedSelection:
     writes ``mask``, in the kernels that ``source`` defines (one pass or two). Called
     with the kernel's grid, the mask's size and stride, the kernel's other arguments
     (``names`` but the last, the mask's), then the values. A call that it does not
-    cover runs ``unfused(grid, arguments)`` (the predicate kernel as the graph
-    launches it) and the compaction."""
+    cover runs ``unfused(grid, *arguments)`` (the predicate kernel as the graph
+    launches it, with the values of ``names``) and the compaction."""
 
     __module__ = __name__
 
@@ -275,9 +275,8 @@ class FusedSelection:
         source: FusedSource,
         one_pass: bool,
         select_values: bool,
-        unfused: Callable[[tuple[int, ...], dict[str, Any]], None],
+        unfused: Callable[..., None],
         names: tuple[str, ...],
-        xblock: int,
         device: torch.device,
     ) -> None:
         self.source = source
@@ -285,7 +284,6 @@ class FusedSelection:
         self.select_values = select_values
         self.unfused = unfused
         self.names = names
-        self.xblock = xblock
         self.device = device
         self.__name__ = "fused_masked_select" if select_values else "fused_nonzero"
 
@@ -392,9 +390,15 @@ class FusedSelection:
     ) -> torch.Tensor:
         """What the graph does: the predicate kernel (over no element, none), then the
         compaction."""
-        mask = torch.empty_strided(size, stride, dtype=torch.bool, device=self.device)
+        # The Python wrapper's allocator takes the current device: the graph's
+        # ``device="cuda"`` (no index) means that one.
+        allocate = compaction._EMPTY.get(self.device.type) if self.device.index is None else None
+        if allocate is None:
+            mask = torch.empty_strided(size, stride, dtype=torch.bool, device=self.device)
+        else:
+            mask = allocate(size, stride, torch.bool)
         if n:
-            self.unfused(grid, {**dict(zip(self.names, (*inputs, mask))), "XBLOCK": self.xblock})
+            self.unfused(grid, *inputs, mask)
         if values is None:
             return compaction.nonzero(mask)
         return compaction.masked_select(values, mask)

@@ -217,30 +217,45 @@ def _stream_of(tuner: Any) -> tuple[Callable[[int], int], int]:
 
 
 class KernelCall:
-    """A kernel node's launch with the grid and arguments given at each call, as
-    lowering launches the node itself: through the precompiled launchers where it
-    has them, else Triton's JIT. What a fused selection runs where it does not fuse
-    (``fused_selections.FusedSelection``): Triton's JIT would add tens of µs of host
-    time to each call."""
+    """A kernel node's launch with its grid and ``names``' values given at each call
+    (its other arguments, constexprs such as ``XBLOCK``, the node's), as lowering
+    launches the node itself: through the precompiled launchers where it has them,
+    else Triton's JIT. What a fused selection runs where it does not fuse
+    (``fused_selections.FusedSelection``): everything a call can do once is done here
+    (the launcher's argument order, the stream function), since the call is on the
+    host path of small selections, where eager takes tens of µs."""
 
     __module__ = __name__
 
-    def __init__(self, node: torch.fx.Node, kernels: Kernels) -> None:
+    def __init__(self, node: torch.fx.Node, kernels: Kernels, names: Sequence[str]) -> None:
         kwargs = dict(node.kwargs)
+        call_kwargs = {**kwargs["kwargs"], **kernels.constant_args_of(kwargs["constant_args_idx"])}
+        self.names = tuple(names)
+        self.fixed = {k: v for k, v in call_kwargs.items() if k not in self.names}
+        if any(isinstance(v, torch.fx.Node) for v in self.fixed.values()):
+            raise ValueError(
+                f"KernelCall: the node's arguments {list(self.fixed)} are not all given"
+            )
         self.tuner = _precompiled_tuner(kwargs, kernels)
         if self.tuner is None:
             self.launch: Any = _InterpretedLaunch(kernels.kernel(kwargs["kernel_idx"]), ())
-        else:
-            self.launch = Launch(self.tuner, self.tuner.fn.__name__)
-            self.current_stream, self.index = _stream_of(self.tuner)
-
-    def __call__(self, grid: tuple[Any, ...], arguments: dict[str, Any]) -> None:
-        """Launch over ``grid`` with ``arguments``, every argument of the kernel by name."""
-        if self.tuner is None:
-            self.launch.kernel[grid](**arguments)
             return
-        args = _launcher_args(self.tuner, arguments, grid)
-        self.launch(self.current_stream(self.index), *args)
+        self.launch = Launch(self.tuner, self.tuner.fn.__name__)
+        self.current_stream, self.index = _stream_of(self.tuner)
+        # Where each launcher argument is: a given value's position, or (after them)
+        # an extra launcher argument's place in the grid.
+        extra = list(self.tuner.inductor_meta.get("extra_launcher_args", ()))
+        places = {**{n: i for i, n in enumerate(self.names)}}
+        places.update({n: len(self.names) + i for i, n in enumerate(extra)})
+        self.order = tuple(places[n] for n in launcher_arg_names(_compat.launchers(self.tuner)[0]))
+
+    def __call__(self, grid: tuple[Any, ...], *values: Any) -> None:
+        """Launch over ``grid`` with ``values``, in the order of ``names``."""
+        if self.tuner is None:
+            self.launch.kernel[grid](**dict(zip(self.names, values)), **self.fixed)
+            return
+        given = (*values, *grid)
+        self.launch(self.current_stream(self.index), *(given[i] for i in self.order))
 
 
 def launcher_args_are_the_grid(inductor_meta: dict[str, Any]) -> bool:

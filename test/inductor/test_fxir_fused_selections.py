@@ -695,7 +695,7 @@ def test_the_graphs_cuda_device_is_the_current_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
     names = ("in_ptr0", "out_ptr0")
     cuda = torch.device("cuda")
-    fused = fused_selections.FusedSelection("", False, True, None, names, 1024, cuda)
+    fused = fused_selections.FusedSelection("", False, True, None, names, cuda)
 
     def values(index):
         return SimpleNamespace(
