@@ -17,7 +17,10 @@ In one process (``benchmarks/realistic_cases.py`` says what is measured):
 Backends: ``eager``; ``python`` (``torch.compile``, Inductor's Python wrapper);
 ``fx`` and ``fx+cudagraphs`` (``torch.compile`` inside ``ifx.fx_backend(device)``,
 without and with ``cuda_graphs=True``); ``direct`` and ``direct+cudagraphs``
-(``ifx.compile``'s artifact). Every ``torch.compile`` is ``fullgraph=False,
+(``ifx.compile``'s artifact); on request (``--backends``), ``direct-fused``: the
+direct call compiled with ``runner.fused_selections.ENABLED``, so that fused
+selections are measured against the unfused runner in one process, calls
+interleaved (it backs no goal line). Every ``torch.compile`` is ``fullgraph=False,
 dynamic=True``, of its own copy of the code, compiled once per program on its
 small size's first draw and run on both sizes. Each backend's results are
 compared with eager's on two draws per size; one that raises when compiled is
@@ -55,6 +58,8 @@ BACKENDS = ("eager", "python", "fx", "fx+cudagraphs", "direct", "direct+cudagrap
 GPU_ONLY = ("fx+cudagraphs", "direct+cudagraphs")
 FX = ("fx", "fx+cudagraphs")
 DIRECT = ("direct", "direct+cudagraphs")
+#: Backends that run only when asked for.
+EXTRA_BACKENDS = ("direct-fused",)
 #: dtype name -> (rtol, atol); atol is scaled by the largest magnitude of eager's result.
 TOLERANCES = {
     "float64": (1e-7, 1e-7),
@@ -182,6 +187,14 @@ def compiled(backend: str, fn: Callable[..., Any], example: tuple[Any, ...]) -> 
     if backend in DIRECT:
         options = {"dynamic": True, "cuda_graphs": backend == "direct+cudagraphs"}
         return ifx.compile(fn, *example, fullgraph=False, **options)
+    if backend == "direct-fused":
+        from unittest import mock
+
+        from inductor_fx_unbacked.runner import fused_selections
+
+        # Read where the artifact's graphs are lowered, at compile time.
+        with mock.patch.object(fused_selections, "ENABLED", True):
+            return ifx.compile(fn, *example, fullgraph=False, dynamic=True)
     return torch.compile(data_dependent.code_copy(fn), fullgraph=False, dynamic=True)
 
 
@@ -378,7 +391,8 @@ def sample(case: Case, ready: dict[str, Any], args: tuple[Any, ...], settings: S
         regions, cell.device_ms = profiled(fn, args, device, settings.profile_calls)
         if backend != "eager":
             # The direct artifact is one graph, run without Dynamo.
-            cell.graphs = regions or (1.0 if backend in DIRECT else 0.0)
+            direct = backend in DIRECT + EXTRA_BACKENDS
+            cell.graphs = regions or (1.0 if direct else 0.0)
         cell.syncs = data_dependent.count_host_syncs(fn, args, device)
 
 
@@ -730,7 +744,7 @@ def main() -> int:
     parser.add_argument(
         "--cases", nargs="*", default=None, help="real-library cases (default: all; none: skip)"
     )
-    parser.add_argument("--backends", nargs="+", default=None, choices=BACKENDS)
+    parser.add_argument("--backends", nargs="+", default=None, choices=BACKENDS + EXTRA_BACKENDS)
     parser.add_argument("--budget-s", type=float, default=480.0, help="no case starts past it")
     parser.add_argument(
         "--programs-share",

@@ -122,3 +122,27 @@ def test_models_direct_accepted_counts_the_direct_calls_at_most_080_of_eager():
     assert realistic.direct_accepted_line(cases) == (
         "models_direct_accepted: 2/4  (at most 0.80 of eager's time; 3 accepted at any time)"
     )
+
+
+def test_direct_fused_is_the_direct_call_compiled_with_fused_selections():
+    """``direct-fused`` lowers the selection after its predicate kernel into a fused
+    call; ``direct`` (fusion off by default) keeps the graph's pair; both equal eager
+    on two kept counts."""
+    from inductor_fx_unbacked.runner import fused_selections
+
+    def program(x):
+        return torch.masked_select(x, x > 0.5)
+
+    x = torch.rand(5000)
+    found = {}
+    for backend in ("direct", "direct-fused"):
+        artifact = realistic.compiled(backend, program, (x,))
+        found[backend] = [
+            v
+            for v in artifact._run.__globals__.values()
+            if isinstance(v, fused_selections.FusedSelection)
+        ]
+        for other in (x, torch.rand(3000) * 0.6):
+            torch.testing.assert_close(artifact(other), program(other))
+    assert not found["direct"] and len(found["direct-fused"]) == 1
+    assert not fused_selections.ENABLED
