@@ -69,16 +69,15 @@ from .predicate_source import COUNT_PREFIX, PREFIX, WRITE_PREFIX, FusedSource, f
 aten = torch.ops.aten
 _KERNEL_HOP = torch.ops.higher_order.triton_kernel_wrapper_mutation
 
-#: Whether lowering fuses selections: off by default. On an H100, in the realistic
-#: programs at 64M and 256M elements, one pass took 0.90 to 1.00 of eager's time for
-#: ``nonzero(x > 0.5)`` (unfused 1.04 to 1.05) and 0.46 to 0.54 for
-#: ``masked_select`` (unfused 0.66 to 0.67;
-#: ``results/2026-12-07-h100-realistic-fused-8774b03.md``), but its result holds as
-#: many elements as the input. Two passes hold what eager's result holds; outside
-#: Inductor they took 5 to 10% more than one pass
-#: (``results/2026-12-07-h100-selection-kernels-e3b1292.md``), and in the package
-#: they have not run on a GPU yet: measure them there before this turns on. Set it
-#: before compiling.
+#: Whether lowering fuses selections: off by default. On an H100, two passes (the
+#: default way) took ``masked_select`` at 64M and 256M elements from 0.66-0.72 of
+#: eager's time to 0.52-0.64, and ``nonzero(x > 0.5)`` at 256M from 1.04 to about
+#: 1.0, but a fused call spends 10 to 80 µs more outside its kernels than the
+#: unfused one, and a call that it does not cover (up to :data:`SMALLEST`) was
+#: measured only against a separate process
+#: (``results/2026-12-07-h100-fused-two-passes-1cc427a.md``): measure both in one
+#: process (``benchmarks.realistic --backends eager direct direct-fused``) before
+#: this turns on. Set it before compiling.
 ENABLED = False
 #: A fused selection's shape: elements per tile, tiles per program (one look-back
 #: each), warps. Its time is mostly latency, so what counts is how many elements
@@ -364,11 +363,13 @@ class FusedSelection:
         return out
 
     def _covered(self, size: tuple[int, ...], values: Any, n: int) -> bool:
+        if not SMALLEST < n < compaction._LIMIT:
+            return False
         device = self.device
         if device.type == "cuda" and device.index is None:
             # The graph's ``device="cuda"``: the current device, as allocations take it.
             device = torch.device("cuda", torch.cuda.current_device())
-        if not compaction.runs_kernels(device) or not SMALLEST < n < compaction._LIMIT:
+        if not compaction.runs_kernels(device):
             return False
         if values is None:
             return True
