@@ -127,6 +127,34 @@ def _realistic(share: Share) -> list[str]:
     return ["--budget-s", share.budget(0.8), "--out", str(share.report)]
 
 
+#: The realistic programs whose selections fusion reaches or leaves alone: a
+#: ``masked_select`` and a ``nonzero`` past 4M elements, selections at most 4M
+#: elements (left unfused at run time) and a predicate that gathers.
+FUSED_PROGRAMS = (
+    "active_coordinates",
+    "compressed_gradient",
+    "detection_candidates",
+    "sort_kept",
+    "edges_between_kept_nodes",
+)
+
+
+def _realistic_fused(share: Share) -> list[str]:
+    programs = ["--programs", *FUSED_PROGRAMS, "--cases"]
+    backends = ["--backends", "eager", "direct", "direct-fused"]
+    if share.quick:
+        return [
+            "--device",
+            share.device,
+            "--quick",
+            *programs,
+            *backends,
+            "--out",
+            str(share.report),
+        ]
+    return [*programs, *backends, "--budget-s", share.budget(), "--out", str(share.report)]
+
+
 def _entry_path(share: Share) -> list[str]:
     if share.quick:
         return ["--device", share.device, "--quick", "--out", str(share.report)]
@@ -284,6 +312,24 @@ PARTS = {
             weight=8,
             module="realistic",
             arguments=_realistic,
+        ),
+        Part(
+            "fused-tests",
+            "Fused selections' tests (both ways: one pass and two)",
+            weight=1.5,
+            pytest_args=("test/inductor/test_fxir_fused_selections.py",),
+            quick_pytest_args=(
+                "test/inductor/test_fxir_fused_selections.py",
+                "-k",
+                "does_not_fuse",
+            ),
+        ),
+        Part(
+            "realistic-fused",
+            "The realistic programs that select, with fused selections against without",
+            weight=3,
+            module="realistic",
+            arguments=_realistic_fused,
         ),
         Part(
             "entry-path",

@@ -49,6 +49,21 @@ def test_gpu_entry_point_runs_a_test_part_and_writes_its_report(tmp_path):
 
 
 @pytest.mark.full
+def test_the_fused_selection_parts_run_their_tests_and_compare_fused_with_unfused(tmp_path):
+    parts = "fused-tests,realistic-fused"
+    done = run_gpu_entry_point("--quick", "--parts", parts, "--budget-s", "300", "--out", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tests = report_of(tmp_path, "fused-tests").read_text()
+    assert re.search(r"^Result: \*\*\d+ passed", tests, re.M), tests
+    realistic = report_of(tmp_path, "realistic-fused").read_text()
+    for program in ("active_coordinates", "sort_kept", "edges_between_kept_nodes"):
+        rows = realistic.split(f"### {program}\n", 1)[1].split("\n#", 1)[0]
+        for size in ("small", "large"):
+            for backend in ("direct", "direct-fused"):
+                assert re.search(rf"^\| {size} \| {backend} \| [\d.]+ \|", rows, re.M), rows
+
+
+@pytest.mark.full
 def test_a_part_past_its_share_is_stopped_and_its_report_keeps_what_ran(tmp_path):
     # The whole corpus under Inductor's modes takes minutes on any machine; the part
     # gets 5 s. (Its quick form, one program, can end inside 5 s on a fast machine.)
