@@ -202,11 +202,17 @@ def _precompiled_tuner(kwargs: dict[str, Any], kernels: Kernels) -> Any:
     return tuner
 
 
+def _launcher_params(tuner: Any) -> tuple[list[str], list[str]]:
+    """The launcher's parameters (every config of a kernel takes the same), and the
+    extra launcher arguments among them, which the node's grid gives."""
+    extra = list(tuner.inductor_meta.get("extra_launcher_args", ()))
+    return launcher_arg_names(_compat.launchers(tuner)[0]), extra
+
+
 def _launcher_args(tuner: Any, call_kwargs: dict[str, Any], grid: Sequence[Any]) -> tuple[Any, ...]:
-    extra = dict(zip(tuner.inductor_meta.get("extra_launcher_args", ()), grid))
-    values = {**call_kwargs, **extra}
-    # Every config of a kernel takes the same launcher arguments.
-    return tuple(values[name] for name in launcher_arg_names(_compat.launchers(tuner)[0]))
+    params, extra = _launcher_params(tuner)
+    values = {**call_kwargs, **dict(zip(extra, grid))}
+    return tuple(values[name] for name in params)
 
 
 def _stream_of(tuner: Any) -> tuple[Callable[[int], int], int]:
@@ -244,10 +250,9 @@ class KernelCall:
         self.current_stream, self.index = _stream_of(self.tuner)
         # Where each launcher argument is: a given value's position, or (after them)
         # an extra launcher argument's place in the grid.
-        extra = list(self.tuner.inductor_meta.get("extra_launcher_args", ()))
-        places = {**{n: i for i, n in enumerate(self.names)}}
-        places.update({n: len(self.names) + i for i, n in enumerate(extra)})
-        self.order = tuple(places[n] for n in launcher_arg_names(_compat.launchers(self.tuner)[0]))
+        params, extra = _launcher_params(self.tuner)
+        places = {n: i for i, n in enumerate((*self.names, *extra))}
+        self.order = tuple(places[n] for n in params)
 
     def __call__(self, grid: tuple[Any, ...], *values: Any) -> None:
         """Launch over ``grid`` with ``values``, in the order of ``names``."""
