@@ -53,17 +53,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import _compat
-from .. import runner as runners
 from .._compat import frames
 from . import python_rests, self_check, structures
 from .backend import fx_backend
-from .compiled import (
-    CompileError,
-    InputError,
-    _aligned_inputs,
-    realigned_inputs,
-)
+from .compiled import CompileError, InputError
 from .direct_sources import aot_wrapper_work
+from .input_views import direct_call, input_views
 from .logs import log
 from .recording import recording_graphs
 
@@ -264,10 +259,13 @@ class DirectGraphs:
             # AOTAutograd's cache would serve the graph without its metadata.
             stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
             compiled = compile_fx(gm, examples)
-        context = TracingContext.try_get()
-        work = aot_wrapper_work(getattr(context, "fw_metadata", None))
+        fw_metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
+        work = aot_wrapper_work(fw_metadata)
         if work is None and not graphs:
             work = "the FX backend produced no graph"
+        views_of_inputs = input_views(fw_metadata, graphs[-1]) if work and graphs else None
+        if views_of_inputs:
+            work = None
         if work is not None:
             log.info(
                 "ifx.compile: graph %d keeps AOTAutograd's wrappers: %s", self.dynamo_graphs, work
@@ -275,27 +273,11 @@ class DirectGraphs:
             self.wrapped.append(f"graph {self.dynamo_graphs}: {work}")
             return compiled
         self.graphs.extend(graphs)
-        return _direct_call(graphs[-1], self.cuda_graphs)
+        return direct_call(graphs[-1], self.cuda_graphs, views_of_inputs or ())
 
     def gave_up(self, code: types.CodeType) -> None:
         """Dynamo gave up on a frame of ``code``: it runs as Python, its callees intercepted."""
         self.python_rests.setdefault(code, False)
-
-
-def _direct_call(graph: torch.fx.GraphModule, cuda_graphs: bool) -> Callable[..., Any]:
-    """Dynamo's compiled function for ``graph``: its lowered runner, given Dynamo's
-    graph inputs (the FX graph's, in order), returning a sequence of outputs."""
-    run = runners.compile_graph(graph, "lowered", cuda_graphs=cuda_graphs)
-    aligned = _aligned_inputs(graph)
-    returns_sequence = isinstance(graph.graph.output_node().args[0], (tuple, list))
-    if not aligned and returns_sequence:
-        return run
-
-    def call(*inputs: Any) -> Any:
-        outputs = run(*realigned_inputs(inputs, aligned))
-        return outputs if returns_sequence else (outputs,)
-
-    return call
 
 
 def compile_with_breaks(

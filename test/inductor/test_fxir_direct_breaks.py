@@ -157,18 +157,92 @@ def test_a_sparse_moe_block_with_linear_experts_runs_for_inference():
         torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_a_graph_that_returns_a_view_of_its_input_keeps_aotautograds_wrappers():
-    def first_two_of_doubled(x):
-        doubled = x * 2
-        if (doubled > 0).sum() > 3:
-            return doubled[:2]
-        return doubled[-2:]
+def flattened_and_scaled_if_many_positives(x):
+    """transformers' MoE blocks around their per-expert loop: a view of the input
+    before the break, a reshape of what the loop made after it."""
+    flat = x.view(-1)
+    if (flat > 0).sum() > 5:  # a graph break
+        scaled = flat * 2
+    else:
+        scaled = flat - 1
+    return flat, scaled.view(x.shape[0], -1)[1:]
 
-    artifact = ifx.compile(first_two_of_doubled, signed(16, 0), fullgraph=False)
-    assert any("view" in why for why in artifact.wrapped), artifact.wrapped
-    for seed in range(1, 4):
-        x = signed(16, seed)
-        assert same(artifact(x), first_two_of_doubled(x))
+
+def counting_compiled_graph_calls(monkeypatch):
+    from torch._inductor.output_code import CompiledFxGraph
+
+    calls = []
+    upstream_call = CompiledFxGraph.__call__
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return upstream_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledFxGraph, "__call__", counted)
+    return calls
+
+
+def test_graphs_that_return_views_of_their_inputs_run_directly_and_return_views(monkeypatch):
+    artifact = ifx.compile(
+        flattened_and_scaled_if_many_positives, signed(8, 0, 4), fullgraph=False, dynamic=True
+    )
+    assert artifact.wrapped == [], "AOTAutograd's wrappers would only make the views again"
+    wrapper_calls = counting_compiled_graph_calls(monkeypatch)
+    taken = set()
+    # The second has no positive: the other branch.
+    for x in (signed(8, 1, 4), -signed(3, 2, 4).abs(), signed(12, 3, 4)):
+        expected = flattened_and_scaled_if_many_positives(x)
+        flat, rest = artifact(x)
+        taken.add(int((x > 0).sum()) > 5)
+        assert same((flat, rest), expected)
+        # A view of the caller's tensor, as eager's: an update of one shows in the other.
+        assert flat._base is x and (flat.stride(), flat.storage_offset()) == (
+            expected[0].stride(),
+            expected[0].storage_offset(),
+        )
+        flat[0] = 7.0
+        assert x[0, 0] == 7.0
+        assert rest.stride() == expected[1].stride()
+    assert taken == {True, False}
+    assert wrapper_calls == []
+
+
+def test_a_view_of_an_input_that_starts_off_its_alignment_stays_the_callers():
+    """On a GPU the graph's kernels assume aligned inputs, and the direct call hands
+    them an aligned copy of one that is not: a view of such an input is made by
+    AOTAutograd's wrappers, of the caller's tensor."""
+
+    def positives_and_the_input_flat(x):
+        kept = x[x > 0]
+        if kept.numel() > 5:
+            return kept * 2, x.view(-1)
+        return kept - 1, x.view(-1)
+
+    artifact = ifx.compile(positives_and_the_input_flat, signed(8, 0, 4), fullgraph=False)
+    storage = signed(33, 1)
+    x = storage[1:].view(8, 4)  # 4 bytes past an aligned start
+    kept, flat = artifact(x)
+    expected = positives_and_the_input_flat(x)
+    assert same((kept, flat), expected)
+    assert flat.data_ptr() == x.data_ptr() and flat._base is storage
+    flat[0] = 7.0
+    assert storage[1] == 7.0
+
+
+def test_a_graph_that_returns_its_input_as_a_view_runs_directly():
+    def positives_and_the_input(x):
+        kept = x[x > 0]
+        if kept.numel() > 5:
+            return kept * 2, x.view(-1)  # the input itself, to Inductor
+        return kept - 1, x.view(-1)
+
+    artifact = ifx.compile(positives_and_the_input, signed(16, 0), fullgraph=False, dynamic=True)
+    if DEVICE == "cpu":  # no input checked for alignment
+        assert artifact.wrapped == []
+    for x in (signed(16, 1), -signed(5, 2).abs()):
+        kept, flat = artifact(x)
+        assert same((kept, flat), positives_and_the_input(x))
+        assert flat._base is x and flat is not x
 
 
 def test_each_call_checks_its_inputs_naming_the_argument():

@@ -1,0 +1,112 @@
+"""Dynamo's graphs that return views of their inputs, called without AOTAutograd's
+wrappers.
+
+A graph break often falls just before a reshape: transformers' MoE blocks flatten
+their hidden states (``hidden_states.view(-1, hidden)``) in the graph before the
+per-expert loop and reshape the result in the graph after it. Each of those graphs
+returns a view of one of its inputs, and AOTAutograd's runtime wrappers then make
+that output again as a view of the caller's tensor (``gen_alias_from_base``): for
+such a graph that is all they do, and each call through them costs tens of
+microseconds of host time.
+
+:func:`input_views` finds where that is all, and :func:`direct_call` calls the
+graph's lowered runner and makes each such output
+``base.as_strided(out.size(), out.stride(), out.storage_offset())``, as AOTAutograd
+does for an output whose view it cannot replay. Why nothing changes:
+
+- the FX graph computes the output as a view of that input's placeholder
+  (``views.view_of``), or returns the placeholder, and the direct call hands the
+  runner the caller's tensor (no realigned copy: an input the graph checks for
+  alignment is refused), so the runner's output lies in the caller's storage, and
+  its sizes, strides and start are those AOTAutograd reads from it;
+- the result is a view of the caller's tensor (its version counter and ``_base``),
+  where the runner's ``reinterpret_tensor`` is only an alias;
+- the direct call runs with gradients off, where AOTAutograd's wrappers detach an
+  alias of an input that requires grad: neither requires grad.
+
+Any other work of the wrappers (an updated input, an output aliasing an intermediate
+or returned as the input itself, effect tokens) keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .. import runner as runners
+from ..codegen import views
+from .compiled import _aligned_inputs, realigned_inputs
+
+#: (output index, input index) pairs.
+Pairs = tuple[tuple[int, int], ...]
+
+
+def input_views(fw_metadata: Any, graph: torch.fx.GraphModule) -> Pairs | None:
+    """(output, input) for each output of ``graph`` that AOTAutograd's wrappers make
+    again as a view of an input, where that is all they do for it and the FX graph
+    computes each as a view of that input's placeholder (the module docstring says
+    why then); else None."""
+    if fw_metadata is None or fw_metadata.num_intermediate_bases:
+        return None
+    if getattr(fw_metadata, "tokens", None):
+        return None
+    if any(i.mutates_data or i.mutates_metadata for i in fw_metadata.input_info):
+        return None
+    placeholders = graph.graph.find_nodes(op="placeholder")
+    returned = graph.graph.output_node().args[0]
+    if not isinstance(returned, (tuple, list)) or len(returned) != len(fw_metadata.output_info):
+        return None
+    aligned = set(_aligned_inputs(graph))
+    found = []
+    for index, info in enumerate(fw_metadata.output_info):
+        kind = info.output_type.name
+        if kind == "non_alias":
+            continue
+        base = info.base_idx
+        if kind != "alias_of_input" or not isinstance(base, int) or base in aligned:
+            return None
+        if base >= len(placeholders) or not _view_of(returned[index], placeholders[base]):
+            return None
+        found.append((index, base))
+    return tuple(found) or None
+
+
+def _view_of(node: Any, placeholder: torch.fx.Node) -> bool:
+    """Whether the graph returns ``node`` as a view of ``placeholder`` (Inductor returns
+    the input itself for a view of the same sizes and strides)."""
+    if node is placeholder:
+        return True
+    view = views.view_of(node) if isinstance(node, torch.fx.Node) else None
+    return view is not None and view.base is placeholder
+
+
+def direct_call(
+    graph: torch.fx.GraphModule,
+    cuda_graphs: bool,
+    views_of_inputs: Sequence[tuple[int, int]] = (),
+) -> Callable[..., Any]:
+    """Dynamo's compiled function for ``graph``: its lowered runner, given Dynamo's
+    graph inputs (the FX graph's, in order), returning a sequence of outputs, each of
+    ``views_of_inputs`` (:func:`input_views`) made a view of its input."""
+    run = runners.compile_graph(graph, "lowered", cuda_graphs=cuda_graphs)
+    aligned = _aligned_inputs(graph)
+    returns_sequence = isinstance(graph.graph.output_node().args[0], (tuple, list))
+    if not aligned and returns_sequence and not views_of_inputs:
+        return run
+
+    def call(*inputs: Any) -> Any:
+        outputs = run(*realigned_inputs(inputs, aligned))
+        if not returns_sequence:
+            return (outputs,)
+        if views_of_inputs:
+            outputs = list(outputs)
+            for output, base in views_of_inputs:
+                out = outputs[output]
+                outputs[output] = inputs[base].as_strided(
+                    out.size(), out.stride(), out.storage_offset()
+                )
+        return outputs
+
+    return call
