@@ -11,21 +11,24 @@ microseconds of host time.
 
 :func:`input_views` finds where that is all, and :func:`direct_call` calls the
 graph's lowered runner and makes each such output
-``base.as_strided(out.size(), out.stride(), out.storage_offset())``, as AOTAutograd
-does for an output whose view it cannot replay. Why nothing changes:
+``caller.as_strided(out.size(), out.stride(), start)`` of the caller's tensor, as
+AOTAutograd does for an output whose view it cannot replay. Why nothing changes:
 
 - the FX graph computes the output as a view of that input's placeholder
-  (``views.view_of``), or returns the placeholder, and the direct call hands the
-  runner the caller's tensor (no realigned copy: an input the graph checks for
-  alignment is refused), so the runner's output lies in the caller's storage, and
-  its sizes, strides and start are those AOTAutograd reads from it;
+  (``views.view_of``), or returns the placeholder, so the runner's output lies in
+  the storage of the tensor it was given for that input, and its sizes, strides and
+  start there are those AOTAutograd reads from it. That tensor is the caller's, or,
+  where the graph's kernels need an input aligned and the caller's is not, an
+  aligned copy with the same strides (``compiled.realigned_inputs``): the same
+  start relative to the copy's is then the same place in the caller's tensor, as
+  AOTAutograd finds it after Inductor's own copy of a misaligned input;
 - the result is a view of the caller's tensor (its version counter and ``_base``),
   where the runner's ``reinterpret_tensor`` is only an alias;
 - the direct call runs with gradients off, where AOTAutograd's wrappers detach an
   alias of an input that requires grad: neither requires grad.
 
-Any other work of the wrappers (an updated input, an output aliasing an intermediate
-or returned as the input itself, effect tokens) keeps them.
+Any other work of the wrappers (an updated input, an output aliasing an
+intermediate, effect tokens) keeps them.
 """
 
 from __future__ import annotations
@@ -58,14 +61,13 @@ def input_views(fw_metadata: Any, graph: torch.fx.GraphModule) -> Pairs | None:
     returned = graph.graph.output_node().args[0]
     if not isinstance(returned, (tuple, list)) or len(returned) != len(fw_metadata.output_info):
         return None
-    aligned = set(_aligned_inputs(graph))
     found = []
     for index, info in enumerate(fw_metadata.output_info):
         kind = info.output_type.name
         if kind == "non_alias":
             continue
         base = info.base_idx
-        if kind != "alias_of_input" or not isinstance(base, int) or base in aligned:
+        if kind != "alias_of_input" or not isinstance(base, int):
             return None
         if base >= len(placeholders) or not _view_of(returned[index], placeholders[base]):
             return None
@@ -97,15 +99,17 @@ def direct_call(
         return run
 
     def call(*inputs: Any) -> Any:
-        outputs = run(*realigned_inputs(inputs, aligned))
+        given = realigned_inputs(inputs, aligned)
+        outputs = run(*given)
         if not returns_sequence:
             return (outputs,)
         if views_of_inputs:
             outputs = list(outputs)
             for output, base in views_of_inputs:
-                out = outputs[output]
-                outputs[output] = inputs[base].as_strided(
-                    out.size(), out.stride(), out.storage_offset()
+                out, caller = outputs[output], inputs[base]
+                start = out.storage_offset() - given[base].storage_offset()
+                outputs[output] = caller.as_strided(
+                    out.size(), out.stride(), caller.storage_offset() + start
                 )
         return outputs
 

@@ -209,8 +209,8 @@ def test_graphs_that_return_views_of_their_inputs_run_directly_and_return_views(
 
 def test_a_view_of_an_input_that_starts_off_its_alignment_stays_the_callers():
     """On a GPU the graph's kernels assume aligned inputs, and the direct call hands
-    them an aligned copy of one that is not: a view of such an input is made by
-    AOTAutograd's wrappers, of the caller's tensor."""
+    them an aligned copy of one that is not: the view it returns is still of the
+    caller's tensor."""
 
     def positives_and_the_input_flat(x):
         kept = x[x > 0]
