@@ -59,7 +59,9 @@ def input_views(fw_metadata: Any, graph: torch.fx.GraphModule) -> Pairs | None:
         return None
     placeholders = graph.graph.find_nodes(op="placeholder")
     returned = graph.graph.output_node().args[0]
-    if not isinstance(returned, (tuple, list)) or len(returned) != len(fw_metadata.output_info):
+    if not isinstance(returned, (tuple, list)):
+        returned = (returned,)
+    if len(returned) != len(fw_metadata.output_info):
         return None
     found = []
     for index, info in enumerate(fw_metadata.output_info):
@@ -101,10 +103,8 @@ def direct_call(
     def call(*inputs: Any) -> Any:
         given = realigned_inputs(inputs, aligned)
         outputs = run(*given)
-        if not returns_sequence:
-            return (outputs,)
+        outputs = list(outputs) if returns_sequence else [outputs]
         if views_of_inputs:
-            outputs = list(outputs)
             for output, base in views_of_inputs:
                 out, caller = outputs[output], inputs[base]
                 start = out.storage_offset() - given[base].storage_offset()

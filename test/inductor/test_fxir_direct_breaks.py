@@ -207,6 +207,25 @@ def test_graphs_that_return_views_of_their_inputs_run_directly_and_return_views(
     assert wrapper_calls == []
 
 
+def test_a_graph_that_only_reshapes_its_input_runs_directly(monkeypatch):
+    """The graph after transformers' per-expert loop: one output, a reshape of what
+    the loop made."""
+
+    def doubled_then_flattened(x):
+        doubled = x * 2
+        torch._dynamo.graph_break()
+        return doubled.view(-1)
+
+    artifact = ifx.compile(doubled_then_flattened, signed(8, 0, 4), fullgraph=False, dynamic=True)
+    assert artifact.dynamo_graphs == 2 and artifact.wrapped == []
+    wrapper_calls = counting_compiled_graph_calls(monkeypatch)
+    for x in (signed(8, 1, 4), signed(3, 2, 4)):
+        flat = artifact(x)
+        assert same(flat, doubled_then_flattened(x))
+        assert flat._is_view() and flat.shape == (x.numel(),)
+    assert wrapper_calls == []
+
+
 def test_a_view_of_an_input_that_starts_off_its_alignment_stays_the_callers():
     """On a GPU the graph's kernels assume aligned inputs, and the direct call hands
     them an aligned copy of one that is not: the view it returns is still of the
