@@ -101,7 +101,7 @@ class CompiledArtifact:
         )
         self._graph_inputs = function("F, S", "".join(f"{e}, " for e in signature.inputs))
         self._guard = function("F, S", " and ".join(f"({g})" for g in signature.guards) or "1")
-        self._aligned = _aligned_inputs(self.graph) if self.graph is not None else []
+        self._aligned = aligned_inputs(self.graph) if self.graph is not None else []
         self._flat = signature.in_spec == pytree.tree_flatten(tuple(signature.names))[1]
         #: (where, reads the state, index, device, dtype, rank) of each tensor to check.
         self._tensors = [
@@ -349,7 +349,7 @@ def restored(payload: dict[str, Any]) -> CompiledArtifact:
     )
 
 
-def _aligned_inputs(gm: torch.fx.GraphModule) -> list[int]:
+def aligned_inputs(gm: torch.fx.GraphModule) -> list[int]:
     """The graph inputs that the graph checks for alignment (its kernels assume it)."""
     placeholders = gm.graph.find_nodes(op="placeholder")
     checked = {

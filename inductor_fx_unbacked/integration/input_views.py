@@ -40,7 +40,7 @@ import torch
 
 from .. import runner as runners
 from ..codegen import views
-from .compiled import _aligned_inputs, realigned_inputs
+from .compiled import aligned_inputs, realigned_inputs
 
 #: (output index, input index) pairs.
 Pairs = tuple[tuple[int, int], ...]
@@ -95,7 +95,7 @@ def direct_call(
     graph inputs (the FX graph's, in order), returning a sequence of outputs, each of
     ``views_of_inputs`` (:func:`input_views`) made a view of its input."""
     run = runners.compile_graph(graph, "lowered", cuda_graphs=cuda_graphs)
-    aligned = _aligned_inputs(graph)
+    aligned = aligned_inputs(graph)
     returns_sequence = isinstance(graph.graph.output_node().args[0], (tuple, list))
     if not aligned and returns_sequence and not views_of_inputs:
         return run

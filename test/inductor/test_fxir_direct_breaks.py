@@ -123,20 +123,26 @@ def test_a_data_dependent_branch_runs_through_dynamos_glue_and_direct_graphs():
     assert taken == {True, False}
 
 
-def test_a_call_reaches_no_graph_through_inductors_compiled_graph_wrapper(monkeypatch):
-    """Each graph runs its lowered runner, not ``torch.compile``'s path to it
-    (AOTAutograd's wrappers, then Inductor's ``CompiledFxGraph``)."""
+def counting_compiled_graph_calls(monkeypatch):
+    """The ``CompiledFxGraph`` calls (``torch.compile``'s path to a graph) from now on."""
     from torch._inductor.output_code import CompiledFxGraph
 
-    artifact = ifx.compile(doubled_if_many_positives, signed(16, 0), fullgraph=False)
-    wrapper_calls = []
+    calls = []
     upstream_call = CompiledFxGraph.__call__
 
     def counted(self, *args, **kwargs):
-        wrapper_calls.append(self)
+        calls.append(self)
         return upstream_call(self, *args, **kwargs)
 
     monkeypatch.setattr(CompiledFxGraph, "__call__", counted)
+    return calls
+
+
+def test_a_call_reaches_no_graph_through_inductors_compiled_graph_wrapper(monkeypatch):
+    """Each graph runs its lowered runner, not ``torch.compile``'s path to it
+    (AOTAutograd's wrappers, then Inductor's ``CompiledFxGraph``)."""
+    artifact = ifx.compile(doubled_if_many_positives, signed(16, 0), fullgraph=False)
+    wrapper_calls = counting_compiled_graph_calls(monkeypatch)
     for seed in (1, 2):
         x = signed(16, seed)
         assert same(artifact(x), doubled_if_many_positives(x))
@@ -166,20 +172,6 @@ def flattened_and_scaled_if_many_positives(x):
     else:
         scaled = flat - 1
     return flat, scaled.view(x.shape[0], -1)[1:]
-
-
-def counting_compiled_graph_calls(monkeypatch):
-    from torch._inductor.output_code import CompiledFxGraph
-
-    calls = []
-    upstream_call = CompiledFxGraph.__call__
-
-    def counted(self, *args, **kwargs):
-        calls.append(self)
-        return upstream_call(self, *args, **kwargs)
-
-    monkeypatch.setattr(CompiledFxGraph, "__call__", counted)
-    return calls
 
 
 def test_graphs_that_return_views_of_their_inputs_run_directly_and_return_views(monkeypatch):
