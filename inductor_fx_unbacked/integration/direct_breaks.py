@@ -381,13 +381,19 @@ def _run_example(
 @contextlib.contextmanager
 def _capturing(settings: dict[str, bool]) -> Any:
     """Dynamo's capture ``settings``, for the frames it compiles (on a recompile
-    too); patched only where they differ."""
+    too); set only where they differ, and put back after. Set one by one, not by
+    ``config.patch``, which builds a class on each call (13 µs of a call's host
+    time on a CPU of this project's CI)."""
     config = torch._dynamo.config
-    if all(getattr(config, name) == value for name, value in settings.items()):
+    before = {name: getattr(config, name) for name in settings}
+    changed = [name for name, value in settings.items() if before[name] != value]
+    for name in changed:
+        setattr(config, name, settings[name])
+    try:
         yield
-        return
-    with config.patch(**settings):
-        yield
+    finally:
+        for name in changed:
+            setattr(config, name, before[name])
 
 
 def _state_tensors(fn: Any) -> list[torch.Tensor]:

@@ -256,6 +256,31 @@ def test_a_graph_that_returns_its_input_as_a_view_runs_directly():
         assert flat._base is x and flat is not x
 
 
+def selects_again_if_many_positives(x):
+    kept = x[x > 0]
+    if kept.numel() > 5:
+        return kept[kept > 1] * 2  # compiled at the first call that takes it
+    return kept - 1
+
+
+def test_a_branch_first_taken_in_a_call_is_traced_with_the_artifacts_capture_settings():
+    """Dynamo compiles the branch inside the artifact's call: with ``nonzero`` kept in
+    its graph, as when the artifact was compiled; the caller's settings are put
+    back after the call."""
+    capture = dict(capture_scalar_outputs=False, capture_dynamic_output_shape_ops=False)
+    with torch._dynamo.config.patch(**capture):
+        few_positives = -signed(16, 0).abs()
+        artifact = ifx.compile(
+            selects_again_if_many_positives, few_positives, fullgraph=False, dynamic=True
+        )
+        compiled = len(artifact.graphs)
+        x = signed(32, 1)
+        assert same(artifact(x), selects_again_if_many_positives(x))
+        branch = artifact.graphs[compiled:]
+        assert any(n.meta.get("unbacked_symbol") for gm in branch for n in gm.graph.nodes)
+        assert {name: getattr(torch._dynamo.config, name) for name in capture} == capture
+
+
 def test_each_call_checks_its_inputs_naming_the_argument():
     artifact = ifx.compile(doubled_if_many_positives, signed(16, 0), fullgraph=False)
     with pytest.raises(ifx.InputError, match=r"args\[0\] is a torch.float64 tensor"):
