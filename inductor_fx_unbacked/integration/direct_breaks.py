@@ -260,12 +260,10 @@ class DirectGraphs:
             stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
             compiled = compile_fx(gm, examples)
         fw_metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
-        work = aot_wrapper_work(fw_metadata)
+        views_of_inputs = input_views(fw_metadata, graphs[-1]) if graphs else ()
+        work = aot_wrapper_work(fw_metadata, [output for output, _ in views_of_inputs])
         if work is None and not graphs:
             work = "the FX backend produced no graph"
-        views_of_inputs = input_views(fw_metadata, graphs[-1]) if work and graphs else None
-        if views_of_inputs:
-            work = None
         if work is not None:
             log.info(
                 "ifx.compile: graph %d keeps AOTAutograd's wrappers: %s", self.dynamo_graphs, work
@@ -273,7 +271,7 @@ class DirectGraphs:
             self.wrapped.append(f"graph {self.dynamo_graphs}: {work}")
             return compiled
         self.graphs.extend(graphs)
-        return direct_call(graphs[-1], self.cuda_graphs, views_of_inputs or ())
+        return direct_call(graphs[-1], self.cuda_graphs, views_of_inputs)
 
     def gave_up(self, code: types.CodeType) -> None:
         """Dynamo gave up on a frame of ``code``: it runs as Python, its callees intercepted."""

@@ -16,7 +16,7 @@ import copy
 import itertools
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import torch
@@ -337,11 +337,11 @@ def check_no_aliasing(fw_metadata: Any, sources: list[str], names: list[str]) ->
     raise CompileError(f"the program's outputs share memory, or it has side effects ({detail})")
 
 
-def aot_wrapper_work(fw_metadata: Any) -> str | None:
+def aot_wrapper_work(fw_metadata: Any, views_made: Container[int] = ()) -> str | None:
     """What AOTAutograd's runtime wrappers would do for a graph (update an input,
-    rebuild an output as a view, thread effect tokens), in words; None where they
-    would pass its inputs and outputs through as they are."""
-    work = _wrapper_work(fw_metadata)
+    rebuild an output as a view, but those of ``views_made``, thread effect tokens),
+    in words; None where they would pass its inputs and outputs through as they are."""
+    work = _wrapper_work(fw_metadata, views_made)
     if work is None:
         return None
     kind, index, detail = work
@@ -351,7 +351,7 @@ def aot_wrapper_work(fw_metadata: Any) -> str | None:
     }.get(kind, detail)
 
 
-def _wrapper_work(fw_metadata: Any) -> tuple[str, int, str] | None:
+def _wrapper_work(fw_metadata: Any, views_made: Container[int] = ()) -> tuple[str, int, str] | None:
     """The first thing AOTAutograd's runtime wrappers would do: (``"mutation"``, input
     index, ""), (``"view"``, output index, its alias kind), (``"other"``, 0, what)."""
     if fw_metadata is None:
@@ -360,7 +360,7 @@ def _wrapper_work(fw_metadata: Any) -> tuple[str, int, str] | None:
         if info.mutates_data or info.mutates_metadata:
             return ("mutation", index, "")
     for index, info in enumerate(fw_metadata.output_info):
-        if info.output_type.name != "non_alias":
+        if info.output_type.name != "non_alias" and index not in views_made:
             return ("view", index, info.output_type.name)
     if fw_metadata.num_intermediate_bases:
         return ("other", 0, "outputs that share memory")

@@ -9,7 +9,8 @@ that output again as a view of the caller's tensor (``gen_alias_from_base``): fo
 such a graph that is all they do, and each call through them costs tens of
 microseconds of host time.
 
-:func:`input_views` finds where that is all, and :func:`direct_call` calls the
+:func:`input_views` finds such outputs, ``direct_sources.aot_wrapper_work`` whether
+the wrappers have other work, and where not, :func:`direct_call` calls the
 graph's lowered runner and makes each such output
 ``caller.as_strided(out.size(), out.stride(), start)`` of the caller's tensor, as
 AOTAutograd does for an output whose view it cannot replay. Why nothing changes:
@@ -46,38 +47,30 @@ from .compiled import aligned_inputs, realigned_inputs
 Pairs = tuple[tuple[int, int], ...]
 
 
-def input_views(fw_metadata: Any, graph: torch.fx.GraphModule) -> Pairs | None:
+def input_views(fw_metadata: Any, graph: torch.fx.GraphModule) -> Pairs:
     """(output, input) for each output of ``graph`` that AOTAutograd's wrappers make
-    again as a view of an input, where that is all they do for it and the FX graph
-    computes each as a view of that input's placeholder (the module docstring says
-    why then); else None."""
-    if fw_metadata is None or fw_metadata.num_intermediate_bases:
-        return None
-    if getattr(fw_metadata, "tokens", None):
-        return None
-    if any(i.mutates_data or i.mutates_metadata for i in fw_metadata.input_info):
-        return None
+    again as a view of an input, where the FX graph computes it as a view of that
+    input's placeholder (the module docstring says why this module can make it
+    then). Whether the wrappers have other work is ``aot_wrapper_work``'s to say."""
+    if fw_metadata is None:
+        return ()
     placeholders = graph.graph.find_nodes(op="placeholder")
     returned = graph.graph.output_node().args[0]
     if not isinstance(returned, (tuple, list)):
         returned = (returned,)
     if len(returned) != len(fw_metadata.output_info):
-        return None
-    found = []
-    for index, info in enumerate(fw_metadata.output_info):
-        kind = info.output_type.name
-        if kind == "non_alias":
-            continue
-        base = info.base_idx
-        if kind != "alias_of_input" or not isinstance(base, int):
-            return None
-        if base >= len(placeholders) or not _view_of(returned[index], placeholders[base]):
-            return None
-        found.append((index, base))
-    return tuple(found) or None
+        return ()
+    return tuple(
+        (index, info.base_idx)
+        for index, info in enumerate(fw_metadata.output_info)
+        if info.output_type.name == "alias_of_input"
+        and isinstance(info.base_idx, int)
+        and info.base_idx < len(placeholders)
+        and _returns_view_of(returned[index], placeholders[info.base_idx])
+    )
 
 
-def _view_of(node: Any, placeholder: torch.fx.Node) -> bool:
+def _returns_view_of(node: Any, placeholder: torch.fx.Node) -> bool:
     """Whether the graph returns ``node`` as a view of ``placeholder`` (Inductor returns
     the input itself for a view of the same sizes and strides)."""
     if node is placeholder:
@@ -104,13 +97,12 @@ def direct_call(
         given = realigned_inputs(inputs, aligned)
         outputs = run(*given)
         outputs = list(outputs) if returns_sequence else [outputs]
-        if views_of_inputs:
-            for output, base in views_of_inputs:
-                out, caller = outputs[output], inputs[base]
-                start = out.storage_offset() - given[base].storage_offset()
-                outputs[output] = caller.as_strided(
-                    out.size(), out.stride(), caller.storage_offset() + start
-                )
+        for output, base in views_of_inputs:
+            out, caller = outputs[output], inputs[base]
+            start = out.storage_offset() - given[base].storage_offset()
+            outputs[output] = caller.as_strided(
+                out.size(), out.stride(), caller.storage_offset() + start
+            )
         return outputs
 
     return call
